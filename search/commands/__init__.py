@@ -1,0 +1,1 @@
+"""One module per ``simsweep`` subcommand, each with ``main(argv) -> int``."""

@@ -1,0 +1,1 @@
+"""hardware layer of the simulator core."""

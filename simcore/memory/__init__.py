@@ -1,0 +1,1 @@
+"""memory layer of the simulator core."""

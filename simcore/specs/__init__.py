@@ -1,0 +1,1 @@
+"""specs layer of the simulator core."""

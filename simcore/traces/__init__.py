@@ -1,0 +1,1 @@
+"""traces layer of the simulator core."""

@@ -1,0 +1,1 @@
+"""workload layer of the simulator core."""

@@ -1,0 +1,230 @@
+"""The workload graph IR, shaped like a Chakra execution trace.
+
+A graph holds the nodes of one or more ranks (Chakra's per-rank ET files merged into one DAG).
+Each node has a kind (numbered as Chakra's ``NodeType``), the in-order *resources* it occupies
+(a compute stream, a communication stream, a memory channel; a collective that all members
+enter together occupies the communication stream of every member it stands for), data and
+control dependencies, and numeric attributes the cost models read (``flops``, ``bytes``,
+``comm_bytes``, ``comm_type``, ...). Node ids from the outside (e.g. Chakra ``uint64`` ids)
+are mapped to dense indices 0..N-1.
+
+The graph is stored as a struct of arrays (CSR for dependencies and resources) so that the
+engine can schedule a batch of design points with numpy, and so that one graph can be cached
+and shared by every design point with the same structure (DESIGN.md, "The vectorized engine").
+
+Resource issue order is the order in which nodes are added to the builder: that is program
+order on a GPU stream, as in the ASTRA-sim workload layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simcore.errors import InputError
+
+__all__ = ["Graph", "GraphBuilder", "NodeKind", "CommType"]
+
+
+class NodeKind(IntEnum):
+    """Node types, numbered as Chakra's ``NodeType`` (reference §4.1)."""
+
+    INVALID = 0
+    METADATA = 1
+    MEM_LOAD = 2
+    MEM_STORE = 3
+    COMPUTE = 4
+    SEND = 5
+    RECV = 6
+    COLLECTIVE = 7
+
+
+class CommType(IntEnum):
+    """Collective types, numbered as Chakra's ``CollectiveCommType`` (reference §4.1)."""
+
+    ALL_REDUCE = 0
+    REDUCE = 1
+    ALL_GATHER = 2
+    GATHER = 3
+    SCATTER = 4
+    BROADCAST = 5
+    ALL_TO_ALL = 6
+    REDUCE_SCATTER = 7
+    REDUCE_SCATTER_BLOCK = 8
+    BARRIER = 9
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """An immutable workload DAG as a struct of arrays.
+
+    Attributes:
+        kind: (N,) int8, :class:`NodeKind` per node.
+        rank: (N,) int32, the rank a node belongs to (-1 for a node shared by several ranks).
+        dep_ptr: (N+1,) int64 CSR offsets into ``dep_idx``.
+        dep_idx: (E,) int64 dense indices of the nodes each node waits for (data and control).
+        res_ptr: (N+1,) int64 CSR offsets into ``res_idx``.
+        res_idx: (R,) int64 resource ids each node occupies, in-order.
+        resource_names: one name per resource id.
+        names: one name per node.
+        node_ids: (N,) int64 the caller's id for each node.
+        attrs: numeric per-node attribute arrays, each of shape (N,).
+    """
+
+    kind: NDArray[np.int8]
+    rank: NDArray[np.int32]
+    dep_ptr: NDArray[np.int64]
+    dep_idx: NDArray[np.int64]
+    res_ptr: NDArray[np.int64]
+    res_idx: NDArray[np.int64]
+    resource_names: tuple[str, ...]
+    names: tuple[str, ...]
+    node_ids: NDArray[np.int64]
+    attrs: Mapping[str, NDArray[np.float64]] = field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes N."""
+        return int(self.kind.shape[0])
+
+    @property
+    def num_resources(self) -> int:
+        """Number of in-order resources (streams)."""
+        return len(self.resource_names)
+
+    def deps_of(self, index: int) -> NDArray[np.int64]:
+        """Dense indices of the nodes that node ``index`` waits for."""
+        return self.dep_idx[self.dep_ptr[index] : self.dep_ptr[index + 1]]
+
+    def resources_of(self, index: int) -> NDArray[np.int64]:
+        """Resource ids node ``index`` occupies."""
+        return self.res_idx[self.res_ptr[index] : self.res_ptr[index + 1]]
+
+    def attr(self, name: str, default: float = 0.0) -> NDArray[np.float64]:
+        """Per-node attribute ``name`` as an (N,) array (``default`` where never set)."""
+        if name in self.attrs:
+            return self.attrs[name]
+        return np.full(self.num_nodes, default, dtype=np.float64)
+
+
+class GraphBuilder:
+    """Accumulates nodes, then validates and freezes them into a :class:`Graph`.
+
+    Example:
+        >>> b = GraphBuilder()
+        >>> a = b.add(NodeKind.COMPUTE, resources=["gpu0.compute"], flops=1e12)
+        >>> c = b.add(NodeKind.COLLECTIVE, resources=["gpu0.comm"], deps=[a], comm_bytes=2**20)
+        >>> g = b.build()
+    """
+
+    def __init__(self, source: str = "graph") -> None:
+        self._source = source
+        self._kinds: list[int] = []
+        self._ranks: list[int] = []
+        self._names: list[str] = []
+        self._ids: list[int] = []
+        self._deps: list[Sequence[int]] = []
+        self._res: list[list[int]] = []
+        self._resource_ids: dict[str, int] = {}
+        self._attrs: dict[str, dict[int, float]] = {}
+        self._id_to_index: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def resource(self, name: str) -> int:
+        """Id of the resource called ``name`` (created on first use)."""
+        rid = self._resource_ids.get(name)
+        if rid is None:
+            rid = len(self._resource_ids)
+            self._resource_ids[name] = rid
+        return rid
+
+    def add(
+        self,
+        kind: NodeKind | int,
+        *,
+        resources: Iterable[str | int] = (),
+        deps: Sequence[int] = (),
+        rank: int = -1,
+        name: str = "",
+        node_id: int | None = None,
+        **attrs: float,
+    ) -> int:
+        """Add a node and return its id.
+
+        Args:
+            kind: the node's :class:`NodeKind`.
+            resources: names (or ids from :meth:`resource`) of the in-order streams it occupies.
+            deps: ids of the nodes it waits for (data and control alike). They may be added
+                later; :meth:`build` checks that they exist.
+            rank: the rank this node belongs to (-1 if it stands for several).
+            name: a label for timelines and error messages.
+            node_id: the caller's id (defaults to the insertion index); must be unique.
+            **attrs: numeric attributes for the cost models.
+        """
+        index = len(self._kinds)
+        nid = index if node_id is None else int(node_id)
+        if nid in self._id_to_index:
+            raise InputError(f"{self._source}: node id", nid, "node ids must be unique")
+        self._id_to_index[nid] = index
+        self._kinds.append(int(kind))
+        self._ranks.append(rank)
+        self._names.append(name)
+        self._ids.append(nid)
+        self._deps.append(deps)
+        self._res.append([r if isinstance(r, int) else self.resource(r) for r in resources])
+        for key, value in attrs.items():
+            self._attrs.setdefault(key, {})[index] = float(value)
+        return nid
+
+    def build(self) -> Graph:
+        """Validate (dependencies exist, no cycle) and freeze into a :class:`Graph`.
+
+        Raises:
+            InputError: a dependency names a missing node, or the dependencies form a cycle.
+        """
+        n = len(self._kinds)
+        dep_ptr = np.zeros(n + 1, dtype=np.int64)
+        flat: list[int] = []
+        lookup = self._id_to_index
+        for i, deps in enumerate(self._deps):
+            for d in deps:
+                j = lookup.get(int(d))
+                if j is None:
+                    raise InputError(
+                        f"{self._source}: node {self._ids[i]} dependency",
+                        int(d),
+                        "every dependency must name a node of the same graph",
+                    )
+                flat.append(j)
+            dep_ptr[i + 1] = len(flat)
+        res_ptr = np.zeros(n + 1, dtype=np.int64)
+        res_flat: list[int] = []
+        for i, res in enumerate(self._res):
+            res_flat.extend(res)
+            res_ptr[i + 1] = len(res_flat)
+        attrs: dict[str, NDArray[np.float64]] = {}
+        for key, values in self._attrs.items():
+            arr = np.zeros(n, dtype=np.float64)
+            arr[np.fromiter(values.keys(), dtype=np.int64, count=len(values))] = np.fromiter(
+                values.values(), dtype=np.float64, count=len(values)
+            )
+            attrs[key] = arr
+        names = sorted(self._resource_ids, key=self._resource_ids.__getitem__)
+        return Graph(
+            kind=np.asarray(self._kinds, dtype=np.int8),
+            rank=np.asarray(self._ranks, dtype=np.int32),
+            dep_ptr=dep_ptr,
+            dep_idx=np.asarray(flat, dtype=np.int64),
+            res_ptr=res_ptr,
+            res_idx=np.asarray(res_flat, dtype=np.int64),
+            resource_names=tuple(names),
+            names=tuple(self._names),
+            node_ids=np.asarray(self._ids, dtype=np.int64),
+            attrs=attrs,
+        )
