@@ -1,0 +1,262 @@
+"""System specs: accelerator, scale-up / scale-out topology dimensions, calibration.
+
+A :class:`SystemSpec` describes a cluster of ``num_gpus`` accelerators grouped into nodes of
+``gpus_per_node`` that share a scale-up fabric (NVLink / NVSwitch: ``scaleup``) and reach other
+nodes over a scale-out fabric (InfiniBand / RoCE: ``scaleout``). Bandwidths are decimal GB/s
+(1e9 bytes/s), **per GPU, one direction**; latencies are per hop in ns. The
+:class:`CalibrationSpec` holds the hardware-level fitted parameters of the calibrated cost
+models (``simcore.hardware``, ``simcore.calibrated``); ``scripts/fit_calibration.py`` writes
+them into ``conf/system/calibration/*.yaml`` (DESIGN.md, "Two fidelity modes").
+
+Field names are the YAML keys of ``conf/system/`` (COORDINATION.md, shared contracts). Every
+spec validates itself on construction and raises :class:`~simcore.errors.InputError` naming the
+key, the value and the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from simcore.errors import require
+
+__all__ = [
+    "PRECISIONS",
+    "TOPOLOGY_KINDS",
+    "AcceleratorSpec",
+    "CalibrationSpec",
+    "SystemSpec",
+    "TopologyDimSpec",
+    "system_from_dict",
+]
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+TOPOLOGY_KINDS = ("Ring", "FullyConnected", "Switch")
+
+
+def _check_positive(obj: object, prefix: str, names: tuple[str, ...], *, allow_zero: bool) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        ok = value >= 0 if allow_zero else value > 0
+        rule = "must be >= 0" if allow_zero else "must be > 0"
+        require(isinstance(value, int | float) and ok, f"{prefix}{name}", value, rule)
+
+
+@dataclass(frozen=True)
+class AcceleratorSpec:
+    """One accelerator model.
+
+    Attributes:
+        name: preset name (e.g. ``a100_80g``).
+        peak_tflops_fp32 .. peak_tflops_fp8: dense (no sparsity) tensor-core peak, TFLOP/s;
+            0 means the precision is unsupported.
+        hbm_capacity_gib: device memory, GiB.
+        hbm_bandwidth_GBps: peak device-memory bandwidth, decimal GB/s.
+        price_usd: list price of one accelerator (for the cost model), USD.
+        tdp_w: thermal design power, W.
+    """
+
+    name: str = "a100_80g"
+    peak_tflops_fp32: float = 19.5
+    peak_tflops_tf32: float = 156.0
+    peak_tflops_fp16: float = 312.0
+    peak_tflops_bf16: float = 312.0
+    peak_tflops_fp8: float = 0.0
+    hbm_capacity_gib: float = 80.0
+    hbm_bandwidth_GBps: float = 2039.0
+    price_usd: float = 15000.0
+    tdp_w: float = 400.0
+
+    def __post_init__(self) -> None:
+        p = "system.accelerator."
+        require(isinstance(self.name, str) and bool(self.name), p + "name", self.name,
+                "must be a non-empty string")
+        _check_positive(self, p, tuple(f"peak_tflops_{x}" for x in PRECISIONS), allow_zero=True)
+        _check_positive(self, p, ("hbm_capacity_gib", "hbm_bandwidth_GBps"), allow_zero=False)
+        _check_positive(self, p, ("price_usd", "tdp_w"), allow_zero=True)
+        require(self.peak_tflops_fp16 > 0 or self.peak_tflops_bf16 > 0, p + "peak_tflops_fp16",
+                self.peak_tflops_fp16, "an accelerator needs fp16 or bf16 peak > 0")
+
+    def peak_tflops(self, precision: str) -> float:
+        """Dense peak TFLOP/s at ``precision`` (one of :data:`PRECISIONS`).
+
+        Raises:
+            InputError: unknown precision, or one this accelerator does not support.
+        """
+        require(precision in PRECISIONS, "parallel.precision", precision,
+                f"must be one of {', '.join(PRECISIONS)}")
+        value = float(getattr(self, f"peak_tflops_{precision}"))
+        require(value > 0, "parallel.precision", precision,
+                f"not supported by accelerator {self.name} (peak_tflops_{precision} = 0)")
+        return value
+
+
+@dataclass(frozen=True)
+class TopologyDimSpec:
+    """One network dimension (ASTRA-sim 2.0 style: Ring / FullyConnected / Switch).
+
+    Attributes:
+        kind: ``Ring``, ``FullyConnected`` or ``Switch``.
+        size: GPUs along this dimension; 0 = derived by :class:`SystemSpec` (scale-up:
+            ``gpus_per_node``; scale-out: ``num_gpus // gpus_per_node``).
+        bandwidth_GBps: line rate per GPU, one direction, decimal GB/s.
+        latency_ns: per-hop latency, ns.
+    """
+
+    kind: str = "Switch"
+    size: int = 0
+    bandwidth_GBps: float = 300.0
+    latency_ns: float = 700.0
+
+    def validate(self, prefix: str) -> None:
+        """Check the fields; ``prefix`` is the YAML path (e.g. ``system.scaleup.``)."""
+        require(self.kind in TOPOLOGY_KINDS, prefix + "kind", self.kind,
+                f"must be one of {', '.join(TOPOLOGY_KINDS)}")
+        require(isinstance(self.size, int) and self.size >= 0, prefix + "size", self.size,
+                "must be an integer >= 0 (0 = derived)")
+        _check_positive(self, prefix, ("bandwidth_GBps",), allow_zero=False)
+        _check_positive(self, prefix, ("latency_ns",), allow_zero=True)
+
+
+@dataclass(frozen=True)
+class CalibrationSpec:
+    """Hardware-level parameters of the calibrated cost models (fitted once, for all cases).
+
+    Attributes:
+        gemm_efficiency_max: fraction of dense peak a large, square GEMM reaches.
+        gemm_half_dim: a GEMM dimension of this size halves the efficiency along it
+            (``eff = max * prod(d / (d + half))`` over m, n, k); models tile/wave quantization.
+        attention_efficiency_max: fraction of peak a long-sequence flash-attention kernel reaches.
+        attention_half_seq: sequence length at which attention efficiency halves.
+        hbm_efficiency: achievable fraction of HBM bandwidth for memory-bound kernels.
+        kernel_overhead_us: fixed time per kernel (launch, tail), microseconds.
+        scaleup_efficiency: achievable bus bandwidth / scale-up line rate (NCCL, large messages).
+        scaleout_efficiency: achievable bandwidth / scale-out line rate (per NIC, large messages).
+        collective_base_latency_us: fixed time per collective (setup, launch), microseconds.
+        p2p_efficiency: achievable fraction of the line rate for pipeline send/recv.
+        overlap_compute_slowdown: fractional slowdown of a compute kernel while a collective
+            runs beside it (SMs used by the communication kernels; Echo §3.4).
+        comm_hbm_bytes_per_net_byte: HBM bytes moved per network byte by an NCCL-style
+            collective (ACE §2.3: 3-5 baseline, ~1 with an offload engine).
+    """
+
+    gemm_efficiency_max: float = 0.88
+    gemm_half_dim: float = 48.0
+    attention_efficiency_max: float = 0.6
+    attention_half_seq: float = 512.0
+    hbm_efficiency: float = 0.8
+    kernel_overhead_us: float = 4.0
+    scaleup_efficiency: float = 0.77
+    scaleout_efficiency: float = 0.92
+    collective_base_latency_us: float = 30.0
+    p2p_efficiency: float = 0.8
+    overlap_compute_slowdown: float = 0.08
+    comm_hbm_bytes_per_net_byte: float = 3.0
+
+    def validate(self, prefix: str = "system.calibration.") -> None:
+        """Check every field is a number in its physical range."""
+        fractions = ("gemm_efficiency_max", "attention_efficiency_max", "hbm_efficiency",
+                     "scaleup_efficiency", "scaleout_efficiency", "p2p_efficiency")
+        for name in fractions:
+            value = getattr(self, name)
+            require(isinstance(value, int | float) and 0 < value <= 1, prefix + name, value,
+                    "must be a fraction in (0, 1]")
+        others = tuple(f.name for f in fields(self) if f.name not in fractions)
+        _check_positive(self, prefix, others, allow_zero=True)
+        require(self.overlap_compute_slowdown < 1, prefix + "overlap_compute_slowdown",
+                self.overlap_compute_slowdown, "must be < 1 (fraction of compute lost)")
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """A cluster: accelerators, scale-up and scale-out fabrics, calibration.
+
+    Attributes:
+        name: preset name (e.g. ``dgx_a100_80g``).
+        num_gpus: total accelerators.
+        gpus_per_node: accelerators per scale-up domain.
+        accelerator: the accelerator model.
+        scaleup: the intra-node fabric (per-GPU bandwidth).
+        scaleout: the inter-node fabric (per-GPU NIC bandwidth).
+        calibration: fitted hardware-level parameters.
+    """
+
+    name: str = "dgx_a100_80g"
+    num_gpus: int = 8
+    gpus_per_node: int = 8
+    accelerator: AcceleratorSpec = field(default_factory=AcceleratorSpec)
+    scaleup: TopologyDimSpec = field(default_factory=TopologyDimSpec)
+    scaleout: TopologyDimSpec = field(
+        default_factory=lambda: TopologyDimSpec(kind="Switch", bandwidth_GBps=25.0,
+                                                latency_ns=5000.0))
+    calibration: CalibrationSpec = field(default_factory=CalibrationSpec)
+
+    def __post_init__(self) -> None:
+        p = "system."
+        require(isinstance(self.name, str) and bool(self.name), p + "name", self.name,
+                "must be a non-empty string")
+        for key in ("num_gpus", "gpus_per_node"):
+            value = getattr(self, key)
+            require(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+                    p + key, value, "must be an integer >= 1")
+        require(self.num_gpus % self.gpus_per_node == 0 or self.num_gpus < self.gpus_per_node,
+                p + "num_gpus", self.num_gpus,
+                f"must be a multiple of gpus_per_node={self.gpus_per_node} (or fewer)")
+        self.scaleup.validate(p + "scaleup.")
+        self.scaleout.validate(p + "scaleout.")
+        self.calibration.validate(p + "calibration.")
+        require(self.scaleup.size in (0, self.gpus_per_node), p + "scaleup.size",
+                self.scaleup.size, f"must be 0 or gpus_per_node={self.gpus_per_node}")
+        require(self.scaleout.size in (0, self.num_nodes), p + "scaleout.size",
+                self.scaleout.size, f"must be 0 or num_gpus/gpus_per_node={self.num_nodes}")
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of scale-up domains (at least 1)."""
+        return max(1, self.num_gpus // self.gpus_per_node)
+
+    def with_num_gpus(self, num_gpus: int) -> SystemSpec:
+        """A copy with ``num_gpus`` replaced (derived sizes follow)."""
+        from dataclasses import replace
+
+        return replace(self, num_gpus=num_gpus,
+                       scaleout=replace(self.scaleout, size=0))
+
+
+def _build(cls: type, data: object, prefix: str) -> object:
+    require(isinstance(data, dict), prefix.rstrip("."), data, "must be a mapping")
+    assert isinstance(data, dict)
+    known = {f.name: f for f in fields(cls)}
+    kwargs: dict[str, object] = {}
+    for key, value in data.items():
+        require(key in known, prefix + str(key), value,
+                f"unknown key (known: {', '.join(known)})")
+        nested = _NESTED.get((cls, key))
+        kwargs[key] = _build(nested, value, f"{prefix}{key}.") if nested else value
+    if cls is TopologyDimSpec:
+        spec = TopologyDimSpec(**kwargs)  # type: ignore[arg-type]
+        spec.validate(prefix)
+        return spec
+    if cls is CalibrationSpec:
+        calib = CalibrationSpec(**kwargs)  # type: ignore[arg-type]
+        calib.validate(prefix)
+        return calib
+    return cls(**kwargs)
+
+
+_NESTED: dict[tuple[type, str], type] = {
+    (SystemSpec, "accelerator"): AcceleratorSpec,
+    (SystemSpec, "scaleup"): TopologyDimSpec,
+    (SystemSpec, "scaleout"): TopologyDimSpec,
+    (SystemSpec, "calibration"): CalibrationSpec,
+}
+
+
+def system_from_dict(data: dict[str, object]) -> SystemSpec:
+    """Build a :class:`SystemSpec` from a plain nested dict (the resolved ``system`` config).
+
+    Missing keys take the dataclass defaults; unknown keys raise
+    :class:`~simcore.errors.InputError` naming them (``system.<path>``).
+    """
+    spec = _build(SystemSpec, data, "system.")
+    assert isinstance(spec, SystemSpec)
+    return spec

@@ -1,0 +1,111 @@
+"""SystemSpec validation, dict building and the conf/system presets (composed with Hydra)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from simcore.errors import InputError
+from simcore.hardware.batch import SystemBatch
+from simcore.specs.system import (
+    AcceleratorSpec,
+    CalibrationSpec,
+    SystemSpec,
+    TopologyDimSpec,
+    system_from_dict,
+)
+
+CONF = Path(__file__).resolve().parents[3] / "conf"
+CLUSTERS = sorted(p.stem for p in (CONF / "system").glob("*.yaml"))
+ACCELERATORS = sorted(p.stem for p in (CONF / "system" / "accelerator").glob("*.yaml"))
+
+
+def _compose(*overrides: str) -> dict:
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose(overrides=list(overrides))
+    return OmegaConf.to_container(cfg.system, resolve=True)  # type: ignore[return-value]
+
+
+def test_defaults_are_valid_and_derive_sizes() -> None:
+    s = SystemSpec(num_gpus=64)
+    assert s.num_nodes == 8
+    assert s.with_num_gpus(16).num_nodes == 2
+
+
+@pytest.mark.parametrize(
+    ("make", "key"),
+    [
+        (lambda: AcceleratorSpec(hbm_bandwidth_GBps=0.0), "system.accelerator.hbm_bandwidth_GBps"),
+        (lambda: SystemSpec(scaleup=TopologyDimSpec(kind="Torus")), "system.scaleup.kind"),
+        (lambda: SystemSpec(num_gpus=12, gpus_per_node=8), "system.num_gpus"),
+        (lambda: SystemSpec(calibration=CalibrationSpec(hbm_efficiency=1.5)),
+         "system.calibration.hbm_efficiency"),
+        (lambda: SystemSpec(scaleout=TopologyDimSpec(latency_ns=-1.0)), "system.scaleout.latency_ns"),
+        (lambda: SystemSpec(num_gpus=16, scaleout=TopologyDimSpec(size=3)), "system.scaleout.size"),
+    ],
+)
+def test_bad_values_name_key_value_rule(make, key: str) -> None:
+    with pytest.raises(InputError) as err:
+        make()
+    assert err.value.key == key
+    assert "\n" not in str(err.value) and str(err.value).startswith(key + "=")
+
+
+def test_unknown_key_is_rejected() -> None:
+    with pytest.raises(InputError, match=r"system\.scaleout\.bandwidth_gbps"):
+        system_from_dict({"scaleout": {"bandwidth_gbps": 3.0}})
+
+
+def test_unsupported_precision() -> None:
+    v100 = AcceleratorSpec(name="v100", peak_tflops_bf16=0.0, peak_tflops_fp16=125.0)
+    assert v100.peak_tflops("fp16") == 125.0
+    with pytest.raises(InputError, match="not supported"):
+        v100.peak_tflops("bf16")
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_every_cluster_preset_composes_and_validates(cluster: str) -> None:
+    spec = system_from_dict(_compose(f"+system={cluster}"))
+    assert spec.name == cluster
+    assert spec.gpus_per_node == 8
+
+
+@pytest.mark.parametrize("accel", ACCELERATORS)
+def test_accelerator_is_a_group_axis(accel: str) -> None:
+    spec = system_from_dict(_compose("+system=dgx_a100_80g", f"system/accelerator={accel}"))
+    assert spec.accelerator.name == accel
+
+
+def test_datasheet_figures_of_presets() -> None:
+    # golden numbers: reference/peers-hardware-measurements.md A.3
+    a100 = system_from_dict(_compose("+system=dgx_a100_80g"))
+    h100 = system_from_dict(_compose("+system=dgx_h100_80g"))
+    assert (a100.accelerator.peak_tflops_fp16, a100.accelerator.hbm_bandwidth_GBps) == (312.0, 2039.0)
+    assert a100.scaleup.bandwidth_GBps == 300.0 and a100.scaleout.bandwidth_GBps == 25.0
+    assert round(h100.accelerator.peak_tflops_bf16) == 989
+    assert h100.accelerator.hbm_bandwidth_GBps == 3350.0 and h100.scaleout.bandwidth_GBps == 50.0
+
+
+def test_sweep_axis_override_reaches_spec() -> None:
+    spec = system_from_dict(_compose("+system=dgx_h100_80g", "system.scaleout.bandwidth_GBps=125",
+                                     "system.num_gpus=64"))
+    assert spec.scaleout.bandwidth_GBps == 125 and spec.num_nodes == 8
+
+
+def test_batch_stacks_numeric_fields() -> None:
+    base = SystemSpec(num_gpus=16)
+    systems = [replace(base, scaleout=replace(base.scaleout, bandwidth_GBps=bw)) for bw in (12.5, 50.0)]
+    batch = SystemBatch.from_specs(systems)
+    assert batch.size == 2
+    np.testing.assert_allclose(batch.scaleout_bandwidth_Bps, [12.5e9, 50e9])
+    np.testing.assert_allclose(batch.peak("fp16"), [312e12, 312e12])
+    assert batch.calib["hbm_efficiency"].shape == (2,)
+    with pytest.raises(InputError):
+        SystemBatch.from_specs([])
+    with pytest.raises(InputError, match="fp8"):
+        batch.peak("fp8")
