@@ -1,1 +1,25 @@
-"""hardware layer of the simulator core."""
+"""Hardware layer: the batch of systems as arrays and calibrated kernel-time models.
+
+:class:`~simcore.hardware.batch.SystemBatch` stacks B systems; :mod:`simcore.hardware.compute`
+gives GEMM, attention and memory-bound kernel times as (U, B) arrays.
+"""
+
+from __future__ import annotations
+
+from simcore.hardware.batch import SystemBatch
+from simcore.hardware.compute import (
+    ELEMENT_BYTES,
+    attention_time_s,
+    gemm_efficiency,
+    gemm_time_s,
+    memory_bound_time_s,
+)
+
+__all__ = [
+    "ELEMENT_BYTES",
+    "SystemBatch",
+    "attention_time_s",
+    "gemm_efficiency",
+    "gemm_time_s",
+    "memory_bound_time_s",
+]

@@ -132,6 +132,9 @@ class CalibrationSpec:
         scaleup_efficiency: achievable bus bandwidth / scale-up line rate (NCCL, large messages).
         scaleout_efficiency: achievable bandwidth / scale-out line rate (per NIC, large messages).
         collective_base_latency_us: fixed time per collective (setup, launch), microseconds.
+        collective_step_latency_us: software/pipeline latency per ring step, microseconds.
+        switch_allreduce_gain: all-reduce bus bandwidth over that of other collectives inside
+            a switched scale-up domain (in-switch reduction, NVLS on NVSwitch 3; 1 = none).
         p2p_efficiency: achievable fraction of the line rate for pipeline send/recv.
         overlap_compute_slowdown: fractional slowdown of a compute kernel while a collective
             runs beside it (SMs used by the communication kernels; Echo §3.4).
@@ -148,6 +151,8 @@ class CalibrationSpec:
     scaleup_efficiency: float = 0.77
     scaleout_efficiency: float = 0.92
     collective_base_latency_us: float = 30.0
+    collective_step_latency_us: float = 1.0
+    switch_allreduce_gain: float = 1.0
     p2p_efficiency: float = 0.8
     overlap_compute_slowdown: float = 0.08
     comm_hbm_bytes_per_net_byte: float = 3.0
@@ -162,6 +167,8 @@ class CalibrationSpec:
                     "must be a fraction in (0, 1]")
         others = tuple(f.name for f in fields(self) if f.name not in fractions)
         _check_positive(self, prefix, others, allow_zero=True)
+        require(self.switch_allreduce_gain >= 1, prefix + "switch_allreduce_gain",
+                self.switch_allreduce_gain, "must be >= 1")
         require(self.overlap_compute_slowdown < 1, prefix + "overlap_compute_slowdown",
                 self.overlap_compute_slowdown, "must be < 1 (fraction of compute lost)")
 

@@ -1,0 +1,119 @@
+"""Calibrated kernel-time models: GEMM, fused attention, memory-bound kernels (vectorized).
+
+Model (DESIGN.md, "Two fidelity modes", calibrated mode):
+
+* **GEMM** ``(m x k) @ (k x n)``, ``2 m n k`` FLOPs: a roofline whose compute roof depends on
+  the shape, ``eff = gemm_efficiency_max * prod_{d in m,n,k} d / (d + gemm_half_dim)``: a
+  dimension comparable to the tile size wastes part of every wave (tile / wave quantization),
+  so small and skinny GEMMs run further below peak (measured A100 GEMM throughput,
+  reference/peers-hardware-measurements.md A.3: 64x12288^2 -> 102 TFLOP/s, 8192x12288^2 -> 287,
+  8192x256^2 -> 30). The memory roof is ``elem_bytes (mk + kn + mn) / (hbm_bw * hbm_efficiency)``;
+  the time is ``max(compute, memory) + kernel_overhead_us``.
+* **Attention** (flash-attention style fused core ``softmax(QK^T) V``): ``4 * bh * s_q * s_kv * d``
+  FLOPs (half when causal), at ``attention_efficiency_max * s_kv / (s_kv + attention_half_seq)
+  * d / (d + gemm_half_dim)`` of peak: short sequences and narrow heads cannot fill the tensor
+  cores (same quantization argument as the GEMM).
+* **Memory-bound kernels** (layer norm, softmax, GELU, dropout, bias, optimizer step): bytes
+  read + written over ``hbm_bw * hbm_efficiency``, plus the kernel overhead.
+
+Shapes: ``sb`` holds B systems; every shape argument is a scalar or a (U,) array (U distinct op
+templates); results are (U, B) seconds. The fitted parameters live in ``CalibrationSpec``
+(``scripts/fit_calibration.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simcore.hardware.batch import SystemBatch
+
+__all__ = [
+    "ELEMENT_BYTES",
+    "attention_time_s",
+    "gemm_efficiency",
+    "gemm_time_s",
+    "memory_bound_time_s",
+]
+
+FloatArray = NDArray[np.float64]
+
+ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+
+
+def _col(x: object) -> FloatArray:
+    """A scalar or (U,) array as a (U, 1) float column."""
+    return np.asarray(x, dtype=np.float64).reshape(-1, 1)
+
+
+def _row(x: FloatArray) -> FloatArray:
+    """A (B,) batch array as a (1, B) row."""
+    return x[None, :]
+
+
+def _quantization(dim: FloatArray, half: FloatArray) -> FloatArray:
+    return dim / (dim + half)
+
+
+def gemm_efficiency(sb: SystemBatch, m: object, n: object, k: object) -> FloatArray:
+    """(U, B) fraction of dense peak a GEMM of shape m x n x k reaches when compute-bound."""
+    half = _row(sb.calib["gemm_half_dim"])
+    shape = _quantization(_col(m), half) * _quantization(_col(n), half)
+    return _row(sb.calib["gemm_efficiency_max"]) * shape * _quantization(_col(k), half)
+
+
+def gemm_time_s(sb: SystemBatch, m: object, n: object, k: object, precision: str) -> FloatArray:
+    """(U, B) seconds for one GEMM ``(m x k) @ (k x n)`` on one GPU.
+
+    Args:
+        sb: the B systems.
+        m, n, k: GEMM dimensions, scalars or (U,) arrays.
+        precision: operand precision (``fp16``, ``bf16``, ``fp8``, ...).
+    """
+    m_, n_, k_ = _col(m), _col(n), _col(k)
+    flops = 2.0 * m_ * n_ * k_
+    t_compute = flops / (_row(sb.peak(precision)) * gemm_efficiency(sb, m_, n_, k_))
+    traffic = ELEMENT_BYTES[precision] * (m_ * k_ + k_ * n_ + m_ * n_)
+    t_memory = traffic / _row(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
+    return np.maximum(t_compute, t_memory) + _row(sb.calib["kernel_overhead_us"]) * 1e-6
+
+
+def attention_time_s(
+    sb: SystemBatch,
+    batch_heads: object,
+    seq_q: object,
+    seq_kv: object,
+    head_dim: object,
+    causal: bool,
+    precision: str,
+) -> FloatArray:
+    """(U, B) seconds for the forward pass of a fused attention core on one GPU.
+
+    Args:
+        sb: the B systems.
+        batch_heads: micro-batch x attention heads on this GPU.
+        seq_q, seq_kv: query and key/value sequence lengths.
+        head_dim: width of one head.
+        causal: causal mask (half the score FLOPs are skipped).
+        precision: operand precision.
+
+    The backward pass of flash attention does 2.5x the forward FLOPs (five GEMM-like products
+    instead of two) at the same efficiency; callers scale by 2.5.
+    """
+    s_kv, d = _col(seq_kv), _col(head_dim)
+    flops = 4.0 * _col(batch_heads) * _col(seq_q) * s_kv * d
+    if causal:
+        flops = flops * 0.5
+    eff = (
+        _row(sb.calib["attention_efficiency_max"])
+        * _quantization(s_kv, _row(sb.calib["attention_half_seq"]))
+        * _quantization(d, _row(sb.calib["gemm_half_dim"]))
+    )
+    t = flops / (_row(sb.peak(precision)) * eff)
+    return np.asarray(t + _row(sb.calib["kernel_overhead_us"]) * 1e-6)
+
+
+def memory_bound_time_s(sb: SystemBatch, nbytes: object) -> FloatArray:
+    """(U, B) seconds for elementwise / reduction kernels moving ``nbytes`` (read + write)."""
+    bw = _row(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
+    return np.asarray(_col(nbytes) / bw + _row(sb.calib["kernel_overhead_us"]) * 1e-6)
