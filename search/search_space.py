@@ -1,0 +1,222 @@
+"""Search spaces written in Hydra's override grammar, turned into Optuna distributions.
+
+A search space maps dotted config keys to sweep expressions, exactly as Hydra's sweep overrides
+and the (optuna<3) Hydra Optuna sweeper spell them, parsed with Hydra's own ``OverridesParser``:
+
+* ``choice(1,2,4,8)`` or ``1,2,4,8``      -> CategoricalDistribution
+* ``interval(100,900)``                   -> FloatDistribution
+* ``int(interval(1,64))``, ``int_interval(1,64)`` -> IntDistribution
+* ``range(8,129,8)``                      -> IntDistribution with step (FloatDistribution if floats)
+* ``tag(log, interval(1,1000))``          -> log-scaled (also ``tag(log, int(interval(...)))``)
+
+Derived values are arithmetic expressions over other config keys, e.g.
+``parallel.dp: system.num_gpus / (parallel.tp * parallel.pp * parallel.cp)``; a derived integer
+that does not come out whole is reported as a reason, which the study records as an infeasible
+(constraint-violating) trial rather than an error. Expressions are evaluated by a small AST
+walker over numbers, config keys and ``+ - * / // % **``, ``min``, ``max``: nothing is executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+
+from simcore.errors import InputError
+
+__all__ = [
+    "SearchSpace",
+    "evaluate_derived",
+    "parse_distribution",
+    "parse_space",
+]
+
+_INT_INTERVAL = re.compile(r"int_interval\s*\(")
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max}
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Distributions to sample (in order) and derived expressions to compute after sampling."""
+
+    distributions: dict[str, BaseDistribution]
+    derived: dict[str, str]
+
+    def grid(self) -> dict[str, list[Any]]:
+        """The grid for Optuna's GridSampler; every dimension must be discrete."""
+        grid: dict[str, list[Any]] = {}
+        for key, dist in self.distributions.items():
+            if isinstance(dist, CategoricalDistribution):
+                grid[key] = list(dist.choices)
+            elif isinstance(dist, IntDistribution) and not dist.log:
+                grid[key] = list(range(dist.low, dist.high + 1, dist.step))
+            else:
+                raise InputError(f"search.space.{key}", dist, "grid sampler needs choice/range")
+        return grid
+
+    def size(self) -> int | None:
+        """Number of grid points, or None when a dimension is continuous."""
+        try:
+            return math.prod(len(v) for v in self.grid().values())
+        except InputError:
+            return None
+
+
+def parse_distribution(key: str, expression: str | int | float | bool) -> BaseDistribution:
+    """One sweep expression (see module docstring) -> an Optuna distribution."""
+    text = _rewrite_int_interval(str(expression))
+    try:
+        override = OverridesParser.create().parse_override(f"{key}={text}")
+    except Exception as err:  # Hydra raises OverrideParseException with a multi-line message
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"search.space.{key}", expression, f"not a sweep expression: {first}") from None
+    value = override.value()
+    log = "log" in getattr(value, "tags", set())
+    if isinstance(value, ChoiceSweep):
+        return CategoricalDistribution([_plain(v) for v in value.list])
+    if isinstance(value, IntervalSweep):
+        return _interval(key, expression, value, log)
+    if isinstance(value, RangeSweep):
+        return _range(key, expression, value, log)
+    if not override.is_sweep_override():
+        return CategoricalDistribution([_plain(value)])
+    raise InputError(f"search.space.{key}", expression, "use choice/interval/int_interval/range")
+
+
+def _rewrite_int_interval(text: str) -> str:
+    """``int_interval(a,b)`` -> Hydra's ``int(interval(a,b))``."""
+    match = _INT_INTERVAL.search(text)
+    while match:
+        depth, end = 1, match.end()
+        while end < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        inner = text[match.end() : end - 1]
+        text = f"{text[: match.start()]}int(interval({inner})){text[end:]}"
+        match = _INT_INTERVAL.search(text)
+    return text
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _interval(key: str, expression: object, value: IntervalSweep, log: bool) -> BaseDistribution:
+    low, high = value.start, value.end
+    if low is None or high is None or not low < high:
+        raise InputError(f"search.space.{key}", expression, "interval needs low < high")
+    if log and low <= 0:
+        raise InputError(f"search.space.{key}", expression, "log scale needs low > 0")
+    if isinstance(low, int) and isinstance(high, int):
+        return IntDistribution(low, high, log=log)
+    return FloatDistribution(float(low), float(high), log=log)
+
+
+def _range(key: str, expression: object, value: RangeSweep, log: bool) -> BaseDistribution:
+    start, stop, step = value.start, value.stop, value.step
+    if start is None or stop is None or step is None or step <= 0 or not start < stop:
+        raise InputError(f"search.space.{key}", expression, "range needs start < stop, step > 0")
+    if all(isinstance(v, int) for v in (start, stop, step)):
+        last = start + (stop - 1 - start) // step * step  # Hydra's range excludes stop
+        if log:
+            raise InputError(f"search.space.{key}", expression, "log range: use a log interval")
+        return IntDistribution(int(start), int(last), step=int(step))
+    n = math.floor((stop - start) / step - 1e-12)
+    return FloatDistribution(float(start), float(start + n * step), step=float(step))
+
+
+def _flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in node.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def parse_space(space: Mapping[str, Any], derived: Mapping[str, Any] | None = None) -> SearchSpace:
+    """``search.space`` (nested or dotted keys) and ``search.derived`` -> a :class:`SearchSpace`."""
+    flat_derived = {k: str(v) for k, v in _flatten(derived or {}).items()}
+    distributions = {k: parse_distribution(k, v) for k, v in _flatten(space).items()}
+    for key, expr in flat_derived.items():
+        if key in distributions:
+            raise InputError(f"search.derived.{key}", expr, "key is also searched")
+        _parse_expression(key, expr)
+    return SearchSpace(distributions, flat_derived)
+
+
+def _parse_expression(key: str, expression: str) -> ast.expr:
+    try:
+        return ast.parse(expression, mode="eval").body
+    except SyntaxError as err:
+        raise InputError(f"search.derived.{key}", expression, f"not an expression: {err.msg}") from None
+
+
+def evaluate_derived(
+    key: str, expression: str, lookup: Callable[[str], Any]
+) -> tuple[int | float | None, str]:
+    """Evaluate a derived expression; returns (value, "") or (None, reason) when invalid.
+
+    Integral results of a division come back as ``int``; a non-integral result of an expression
+    involving ``/`` is invalid (reason ``"<key> not integral: <value>"``) because every derived
+    quantity here (dp, node counts) is a count.
+    """
+    node = _parse_expression(key, expression)
+    try:
+        value = _eval(node, lookup)
+    except ZeroDivisionError:
+        return None, f"{key}: division by zero"
+    if isinstance(value, float):
+        if not math.isfinite(value) or abs(value - round(value)) > 1e-9:
+            return None, f"{key} not integral: {value:g}"
+        value = int(round(value))
+    if isinstance(value, int) and value <= 0:
+        return None, f"{key} not positive: {value}"
+    return value, ""
+
+
+def _eval(node: ast.AST, lookup: Callable[[str], Any]) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return _BINOPS[type(node.op)](_eval(node.left, lookup), _eval(node.right, lookup))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval(node.operand, lookup)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
+        return _FUNCS[node.func.id](*(_eval(a, lookup) for a in node.args))
+    if isinstance(node, ast.Name | ast.Attribute):
+        value = lookup(_dotted(node))
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InputError(_dotted(node), value, "derived expressions need numeric keys")
+        return value
+    raise InputError("search.derived", ast.unparse(node), "only numbers, keys, + - * / // % **")
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    raise InputError("search.derived", ast.unparse(node), "not a config key")
