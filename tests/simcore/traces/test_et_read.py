@@ -1,0 +1,119 @@
+"""Chakra ET reader: the reference's decoded example, gzip, the real GPT-3 inputs, the cache."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from chakra_testdata import DATA, shared_inputs
+
+from simcore.traces import et_cache
+from simcore.traces.et import AttrKind, NodeType, read_trace, read_traces, write_trace
+from simcore.traces.et_encode import encode_trace
+
+GOLDEN = DATA / "v0.0.4_all_reduce.3.et"
+
+
+def test_reference_example_decodes_to_the_documented_fields() -> None:
+    # reference §4.2: 83 bytes, GlobalMetadata{version:"0.0.4"},
+    # Node{id:3, name:"all_reduce_8npus_1MB", type:7, attr:[is_cpu_op bool=0,
+    # comm_type int64=0, comm_size int64=1048576]}
+    assert GOLDEN.stat().st_size == 83
+    t = read_trace(GOLDEN, cache=False)
+    assert t.version == "0.0.4"
+    assert t.num_nodes == 1
+    assert int(t.ids[0]) == 3
+    assert t.name(0) == "all_reduce_8npus_1MB"
+    assert int(t.types[0]) == NodeType.COMM_COLL_NODE
+    assert t.data_ptr.tolist() == [0, 0]
+    table = t.attrs
+    assert [table.names[c] for c in table.name] == ["is_cpu_op", "comm_type", "comm_size"]
+    assert table.kind.tolist() == [AttrKind.BOOL, AttrKind.INT64, AttrKind.INT64]
+    assert t.int_attr("comm_size")[0].tolist() == [1048576]
+    assert t.int_attr("comm_type")[1].tolist() == [True]  # a zero oneof value is present
+    assert t.int_attr("is_cpu_op")[0].tolist() == [0]
+    assert t.int_attr("comm_priority", default=7) == (pytest.approx([7]), pytest.approx([False]))
+
+
+def test_reference_example_writes_back_byte_identical(tmp_path: Path) -> None:
+    t = read_trace(GOLDEN, cache=False)
+    out = tmp_path / "x.0.et"
+    write_trace(out, t)
+    assert out.read_bytes() == GOLDEN.read_bytes()
+
+
+def test_gzip_is_detected_by_content(tmp_path: Path) -> None:
+    gz = tmp_path / "plain_name.0.et"  # no .gz suffix: detection is by the magic number
+    gz.write_bytes(gzip.compress(GOLDEN.read_bytes()))
+    t = read_trace(gz, cache=False)
+    assert int(t.ids[0]) == 3
+    write_trace(tmp_path / "c.0.et", t, compress=True)
+    assert (tmp_path / "c.0.et").read_bytes()[:2] == b"\x1f\x8b"
+    assert gzip.decompress((tmp_path / "c.0.et").read_bytes()) == GOLDEN.read_bytes()
+
+
+def test_read_traces_orders_ranks_numerically(tmp_path: Path) -> None:
+    for r in range(12):
+        shutil.copy(GOLDEN, tmp_path / f"w.{r}.et")
+    traces = read_traces(tmp_path / "w")
+    assert [Path(t.path).name for t in traces] == [f"w.{r}.et" for r in range(12)]
+    assert len(read_traces(tmp_path / "w", num_ranks=3)) == 3
+
+
+def test_disk_cache_hit_equals_fresh_decode_and_tracks_changes(tmp_path: Path) -> None:
+    p = tmp_path / "w.0.et"
+    shutil.copy(GOLDEN, p)
+    fresh = read_trace(p)
+    et_cache.clear_memory()
+    cached = read_trace(p)
+    assert cached is not fresh
+    assert cached.ids.tolist() == fresh.ids.tolist()
+    assert cached.int_attr("comm_size")[0].tolist() == [1048576]
+    assert encode_trace(cached) == GOLDEN.read_bytes()  # bulk is decoded again on demand
+    # a changed file is a miss
+    data = bytearray(GOLDEN.read_bytes())
+    data[10] = 0x05  # id 3 -> 5
+    p.write_bytes(bytes(data))
+    os.utime(p, ns=(1, 1))
+    assert int(read_trace(p).ids[0]) == 5
+
+
+@pytest.mark.slow
+def test_gpt3_inputs_match_the_official_parser_and_round_trip() -> None:
+    pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
+    folder = shared_inputs()
+    if folder is None:
+        pytest.skip("shared GPT-3 inputs not present")
+    path = str(folder / "workload.5.et")
+    t = read_trace(path, cache=False)
+    fh = protolib.openFileRd(path)
+    meta = pb.GlobalMetadata()
+    protolib.decodeMessage(fh, meta)
+    nodes = []
+    while True:
+        n = pb.Node()
+        if not protolib.decodeMessage(fh, n):
+            break
+        nodes.append(n)
+    assert t.num_nodes == len(nodes) == 7772
+    assert t.ids.tolist() == [n.id for n in nodes]
+    assert t.types.tolist() == [n.type for n in nodes]
+    assert t.node_names()[:50] == [n.name for n in nodes[:50]]
+    deps = [list(n.data_deps) for n in nodes]
+    assert t.data_ptr.tolist() == np.cumsum([0] + [len(d) for d in deps]).tolist()
+    assert t.data_deps.tolist() == [d for ds in deps for d in ds]
+    for name in ("comm_size", "num_ops", "tensor_size", "comm_dst", "comm_tag", "is_cpu_op"):
+        want = [next((getattr(a, a.WhichOneof("value")) for a in n.attr if a.name == name), None)
+                for n in nodes]
+        values, present = t.int_attr(name)
+        assert present.tolist() == [w is not None for w in want]
+        assert values[present].tolist() == [int(w) for w in want if w is not None]
+    pg = t.str_attr("pg_name")
+    want_pg = [next((a.string_val for a in n.attr if a.name == "pg_name"), None) for n in nodes]
+    assert [pg.value(i) for i in range(t.num_nodes)] == want_pg
+    assert encode_trace(t) == gzip.decompress(Path(path).read_bytes())
