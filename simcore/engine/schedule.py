@@ -9,9 +9,16 @@ starts when all its dependencies have finished and every resource it occupies is
 
 With the previous node on each resource added as an extra predecessor, ``free[r]`` is that
 node's finish, so the schedule is exactly the longest path through the DAG of dependencies and
-resource-order edges. :func:`compile_plan` builds that DAG once per graph structure and cuts it
-into topological levels; :func:`run_schedule` then evaluates one level at a time with numpy, every
-quantity a (B,) vector over the batch. A single design point is a batch of one.
+resource-order edges.
+
+Graph reduction: a node whose only predecessor is the node before it on the same stream starts
+exactly when that one finishes, so such runs collapse into *chains* scheduled as one unit
+(start of the chain + prefix sums of durations give every member's times). A chain member that
+another chain waits for ends a *segment*; the engine keeps (S, B) segment end offsets, never
+(N, B), unless node times are asked for. :func:`compile_plan` finds chains and cuts the
+condensed DAG into topological levels once per structure; :func:`run_chains` evaluates it one
+level at a time with numpy, every quantity a (B,) vector over the batch. A single design point
+is a batch of one.
 """
 
 from __future__ import annotations
@@ -21,35 +28,87 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.engine._levels import find_cycle, levelize
 from simcore.errors import InputError
 from simcore.workload.graph import Graph
 
-__all__ = ["SchedulePlan", "ScheduleResult", "compile_plan", "run_schedule"]
+__all__ = ["ChainTimes", "SchedulePlan", "ScheduleResult", "compile_plan", "run_chains",
+           "run_schedule"]
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True, eq=False)
 class _Level:
-    nodes: NDArray[np.int64]  # (k,) nodes whose longest-path depth is this level
-    preds: NDArray[np.int64]  # (e,) predecessors of those nodes, concatenated
-    seg: NDArray[np.int64]  # (k,) offsets of each node's predecessors within ``preds``
+    chains: IntArray  # (k,) chains at this depth
+    pred_segs: IntArray  # (e,) segments (in other chains) those chains wait for
+    seg: IntArray  # (k,) offsets of each chain's predecessors within ``pred_segs``
 
 
 @dataclass(frozen=True, eq=False)
 class SchedulePlan:
-    """A graph compiled for scheduling: predecessor lists and topological levels.
+    """A graph compiled for scheduling: chains, segments and topological levels of chains.
 
-    Build it once per graph structure with :func:`compile_plan` and reuse it for every batch.
+    Attributes:
+        graph: the source graph.
+        order: (N,) nodes sorted by chain, then position in the chain.
+        chain_of: (N,) chain index of every node.
+        seg_ptr: (S+1,) segment boundaries into ``order``.
+        seg_chain: (S,) chain of each segment.
+        chain_seg_ptr: (C+1,) first segment of each chain.
+        levels: chains grouped by depth in the condensed DAG.
     """
 
     graph: Graph
+    order: IntArray
+    chain_of: IntArray
+    seg_ptr: IntArray
+    seg_chain: IntArray
+    chain_seg_ptr: IntArray
     levels: tuple[_Level, ...]
-    pred_ptr: NDArray[np.int64]
-    pred_idx: NDArray[np.int64]
 
     @property
     def num_levels(self) -> int:
-        """Depth of the DAG (number of sequential numpy steps per batch)."""
+        """Depth of the condensed DAG (number of sequential numpy steps per batch)."""
         return len(self.levels)
+
+    @property
+    def num_chains(self) -> int:
+        """Chains C after collapsing."""
+        return int(self.chain_seg_ptr.shape[0] - 1)
+
+    @property
+    def num_segments(self) -> int:
+        """Segments S (chain pieces that end at a node another chain waits for)."""
+        return int(self.seg_chain.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class ChainTimes:
+    """Chain-level schedule of a batch.
+
+    Attributes:
+        chain_start: (C, B) start time of each chain.
+        chain_dur: (C, B) total duration of each chain.
+        seg_end: (S, B) end of each segment, relative to its chain's start.
+    """
+
+    chain_start: FloatArray
+    chain_dur: FloatArray
+    seg_end: FloatArray
+
+    @property
+    def chain_finish(self) -> FloatArray:
+        """(C, B) finish time of each chain."""
+        return self.chain_start + self.chain_dur
+
+    @property
+    def makespan(self) -> FloatArray:
+        """(B,) finish time of the last chain."""
+        if self.chain_start.shape[0] == 0:
+            return np.zeros(self.chain_start.shape[1])
+        return np.asarray(self.chain_finish.max(axis=0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,18 +120,18 @@ class ScheduleResult:
         finish: (N, B) finish time of each node.
     """
 
-    start: NDArray[np.float64]
-    finish: NDArray[np.float64]
+    start: FloatArray
+    finish: FloatArray
 
     @property
-    def makespan(self) -> NDArray[np.float64]:
+    def makespan(self) -> FloatArray:
         """(B,) finish time of the last node."""
         if self.finish.shape[0] == 0:
             return np.zeros(self.finish.shape[1])
         return np.asarray(self.finish.max(axis=0))
 
 
-def _predecessors(graph: Graph) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def _predecessors(graph: Graph) -> tuple[IntArray, IntArray]:
     """CSR of dependencies plus, per resource, the previous node in issue order."""
     n = graph.num_nodes
     res_counts = np.diff(graph.res_ptr)
@@ -81,35 +140,55 @@ def _predecessors(graph: Graph) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     order = np.lexsort((owner, res))  # by resource, then issue order (= node index)
     res_sorted, owner_sorted = res[order], owner[order]
     same = res_sorted[1:] == res_sorted[:-1]
-    chain_dst = owner_sorted[1:][same]
-    chain_src = owner_sorted[:-1][same]
-    dep_counts = np.diff(graph.dep_ptr)
-    dep_dst = np.repeat(np.arange(n, dtype=np.int64), dep_counts)
-    dst = np.concatenate([dep_dst, chain_dst])
-    src = np.concatenate([graph.dep_idx, chain_src])
-    # a node may both depend on and follow the same predecessor: drop duplicate edges
-    key = np.unique(dst * max(n, 1) + src)
+    dep_dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
+    dst = np.concatenate([dep_dst, owner_sorted[1:][same]])
+    src = np.concatenate([graph.dep_idx, owner_sorted[:-1][same]])
+    key = np.unique(dst * max(n, 1) + src)  # drop duplicate edges
     dst, src = key // max(n, 1), key % max(n, 1)
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
     return ptr, src.astype(np.int64)
 
 
-def _find_cycle(remaining: NDArray[np.bool_], ptr: NDArray[np.int64], idx: NDArray[np.int64]) -> list[int]:
-    """Follow unfinished predecessors from an unfinished node until a node repeats."""
-    node = int(np.flatnonzero(remaining)[0])
-    seen: dict[int, int] = {}
-    path: list[int] = []
-    while node not in seen:
-        seen[node] = len(path)
-        path.append(node)
-        preds = idx[ptr[node] : ptr[node + 1]]
-        node = int(preds[remaining[preds]][0])
-    return path[seen[node] :][::-1]
+def _stream_signature(graph: Graph) -> IntArray:
+    """Per node: its single resource id, -1 with none, a unique negative id with several."""
+    n = graph.num_nodes
+    counts = np.diff(graph.res_ptr)
+    sig = np.full(n, -1, dtype=np.int64)
+    one = counts == 1
+    sig[one] = graph.res_idx[graph.res_ptr[:-1][one]]
+    many = counts > 1
+    sig[many] = -2 - np.flatnonzero(many)
+    return sig
+
+
+def _chains(graph: Graph, ptr: IntArray, idx: IntArray) -> tuple[IntArray, IntArray] | None:
+    """(head, position) of every node; None if the links contain a cycle."""
+    n = graph.num_nodes
+    indeg = np.diff(ptr)
+    sig = _stream_signature(graph)
+    cand = np.flatnonzero(indeg == 1)
+    u = idx[ptr[cand]]
+    ok = (sig[cand] == sig[u]) & (sig[cand] >= -1)
+    cand, u = cand[ok], u[ok]
+    first = np.unique(u, return_index=True)[1]  # one continuation per node: the earliest
+    prev = np.full(n, -1, dtype=np.int64)
+    prev[cand[first]] = u[first]
+    anc = np.where(prev >= 0, prev, np.arange(n))
+    dist = (prev >= 0).astype(np.int64)
+    for _ in range(max(1, int(np.ceil(np.log2(max(n, 2))))) + 1):
+        dist = dist + dist[anc] * (anc != np.arange(n))
+        anc_next = anc[anc]
+        if np.array_equal(anc_next, anc):
+            break
+        anc = anc_next
+    if np.any(prev[anc] >= 0):
+        return None
+    return anc, dist
 
 
 def compile_plan(graph: Graph) -> SchedulePlan:
-    """Compile ``graph`` for :func:`run_schedule`.
+    """Compile ``graph`` for :func:`run_schedule` / :func:`run_chains`.
 
     Raises:
         InputError: the dependencies (with resource issue order) contain a cycle; the message
@@ -117,37 +196,93 @@ def compile_plan(graph: Graph) -> SchedulePlan:
     """
     n = graph.num_nodes
     ptr, idx = _predecessors(graph)
-    indeg = np.diff(ptr).copy()
-    succ_order = np.argsort(idx, kind="stable")
-    succ_dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))[succ_order]
-    succ_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(idx, minlength=n), out=succ_ptr[1:])
-    levels: list[_Level] = []
-    frontier = np.flatnonzero(indeg == 0).astype(np.int64)
-    done = 0
-    while frontier.size:
-        counts = ptr[frontier + 1] - ptr[frontier]
-        seg = np.zeros(frontier.size, dtype=np.int64)
-        np.cumsum(counts[:-1], out=seg[1:])
-        gather = np.repeat(ptr[frontier] - seg, counts) + np.arange(counts.sum(), dtype=np.int64)
-        levels.append(_Level(nodes=frontier, preds=idx[gather], seg=seg))
-        done += frontier.size
-        s_counts = succ_ptr[frontier + 1] - succ_ptr[frontier]
-        s_off = np.repeat(succ_ptr[frontier] - np.concatenate([[0], np.cumsum(s_counts)[:-1]]), s_counts)
-        succs = succ_dst[s_off + np.arange(s_counts.sum(), dtype=np.int64)]
-        np.subtract.at(indeg, succs, 1)
-        cand = np.unique(succs)
-        frontier = cand[indeg[cand] == 0]
-    if done != n:
-        remaining = indeg > 0
-        cycle = _find_cycle(remaining, ptr, idx)
-        ids = " -> ".join(str(int(graph.node_ids[i])) for i in cycle[:12])
-        raise InputError("graph", f"cycle {ids}", "dependencies and stream order must be acyclic")
-    return SchedulePlan(graph=graph, levels=tuple(levels), pred_ptr=ptr, pred_idx=idx)
+    chained = _chains(graph, ptr, idx)
+    if chained is None:
+        _raise_cycle(graph, ptr, idx)
+        raise AssertionError("unreachable")
+    head, pos = chained
+    order = np.lexsort((pos, head)).astype(np.int64)
+    heads, chain_of = np.unique(head, return_inverse=True)
+    chain_of = chain_of.astype(np.int64)
+    c = heads.shape[0]
+    # segment ends: chain tails and nodes some other chain waits for
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+    external = chain_of[idx] != chain_of[dst]
+    is_end = np.zeros(n, dtype=bool)
+    is_end[idx[external]] = True
+    last_in_chain = np.ones(n, dtype=bool)
+    if n:
+        last_in_chain[order[:-1]] = chain_of[order[:-1]] != chain_of[order[1:]]
+    is_end |= last_in_chain
+    ends_sorted = is_end[order]
+    seg_of_sorted = np.concatenate([[0], np.cumsum(ends_sorted)[:-1]]).astype(np.int64)
+    s = int(ends_sorted.sum())
+    seg_ptr = np.zeros(s + 1, dtype=np.int64)
+    seg_ptr[1:] = np.flatnonzero(ends_sorted) + 1
+    seg_of = np.empty(n, dtype=np.int64)
+    seg_of[order] = seg_of_sorted
+    seg_chain = chain_of[order[seg_ptr[:-1]]] if s else np.zeros(0, dtype=np.int64)
+    chain_seg_ptr = np.zeros(c + 1, dtype=np.int64)
+    np.cumsum(np.bincount(seg_chain, minlength=c), out=chain_seg_ptr[1:])
+    # condensed DAG: chain -> segments of other chains its head waits for
+    head_preds_ptr = ptr[heads]
+    counts = ptr[heads + 1] - head_preds_ptr
+    cptr = np.zeros(c + 1, dtype=np.int64)
+    np.cumsum(counts, out=cptr[1:])
+    gather = np.repeat(head_preds_ptr - cptr[:-1], counts) + np.arange(cptr[-1], dtype=np.int64)
+    pred_nodes = idx[gather]
+    levels_raw = levelize(cptr, chain_of[pred_nodes], c)
+    if levels_raw is None:
+        _raise_cycle(graph, ptr, idx)
+        raise AssertionError("unreachable")
+    levels = []
+    for chains in levels_raw:
+        k = cptr[chains + 1] - cptr[chains]
+        seg = np.zeros(chains.size, dtype=np.int64)
+        np.cumsum(k[:-1], out=seg[1:])
+        g = np.repeat(cptr[chains] - seg, k) + np.arange(k.sum(), dtype=np.int64)
+        levels.append(_Level(chains=chains, pred_segs=seg_of[pred_nodes[g]], seg=seg))
+    return SchedulePlan(graph=graph, order=order, chain_of=chain_of, seg_ptr=seg_ptr,
+                        seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr, levels=tuple(levels))
 
 
-def run_schedule(plan: SchedulePlan, durations: NDArray[np.float64]) -> ScheduleResult:
-    """Schedule every design point of a batch.
+def _raise_cycle(graph: Graph, ptr: IntArray, idx: IntArray) -> None:
+    cycle = find_cycle(ptr, idx, graph.num_nodes)
+    ids = " -> ".join(str(int(graph.node_ids[i])) for i in cycle[:12])
+    raise InputError("graph", f"cycle {ids}", "dependencies and stream order must be acyclic")
+
+
+def _segmented_cumsum(values: FloatArray, group_ptr: IntArray) -> FloatArray:
+    """Cumulative sums along axis 0 restarting at every ``group_ptr`` boundary."""
+    cs = np.cumsum(values, axis=0)
+    if cs.shape[0] == 0:
+        return cs
+    base = np.zeros((group_ptr.shape[0] - 1, cs.shape[1]))
+    starts = group_ptr[:-1]
+    nz = starts > 0
+    base[nz] = cs[starts[nz] - 1]
+    sizes = np.diff(group_ptr)
+    return np.asarray(cs - np.repeat(base, sizes, axis=0))
+
+
+def run_chains(plan: SchedulePlan, seg_dur: FloatArray) -> ChainTimes:
+    """Schedule a batch given the (S, B) duration of every segment."""
+    seg_end = _segmented_cumsum(np.asarray(seg_dur, dtype=np.float64), plan.chain_seg_ptr)
+    c = plan.num_chains
+    b = seg_end.shape[1]
+    chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1] if c else np.zeros((0, b))
+    start = np.zeros((c, b))
+    seg_chain = plan.seg_chain
+    for level in plan.levels:
+        if level.pred_segs.size:
+            ps = level.pred_segs
+            t = start[seg_chain[ps]] + seg_end[ps]
+            start[level.chains] = np.maximum.reduceat(t, level.seg, axis=0)
+    return ChainTimes(chain_start=start, chain_dur=chain_dur, seg_end=seg_end)
+
+
+def run_schedule(plan: SchedulePlan, durations: FloatArray) -> ScheduleResult:
+    """Schedule every design point of a batch, returning per-node times.
 
     Args:
         plan: the compiled graph.
@@ -163,14 +298,13 @@ def run_schedule(plan: SchedulePlan, durations: NDArray[np.float64]) -> Schedule
     n = plan.graph.num_nodes
     if dur.shape[0] != n:
         raise InputError("durations.shape[0]", dur.shape[0], f"must equal the node count {n}")
-    start = np.zeros_like(dur)
+    if n == 0:
+        return ScheduleResult(start=dur.copy(), finish=dur.copy())
+    sorted_dur = dur[plan.order]
+    seg_dur = np.add.reduceat(sorted_dur, plan.seg_ptr[:-1], axis=0)
+    times = run_chains(plan, seg_dur)
+    chain_ptr = plan.seg_ptr[plan.chain_seg_ptr]
+    within = _segmented_cumsum(sorted_dur, chain_ptr)
     finish = np.empty_like(dur)
-    for level in plan.levels:
-        nodes = level.nodes
-        if level.preds.size:
-            s = np.maximum.reduceat(finish[level.preds], level.seg, axis=0)
-            start[nodes] = s
-            finish[nodes] = s + dur[nodes]
-        else:
-            finish[nodes] = dur[nodes]
-    return ScheduleResult(start=start, finish=finish)
+    finish[plan.order] = times.chain_start[plan.chain_of[plan.order]] + within
+    return ScheduleResult(start=finish - dur, finish=finish)

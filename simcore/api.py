@@ -1,0 +1,176 @@
+"""Public evaluation API: :func:`simulate_batch` and :func:`structure_key` (COORDINATION.md).
+
+Design points that share the model, the parallel plan and the cluster shape (GPU count, GPUs
+per node) share the graph structure; they differ only in hardware numbers (FLOP/s, bandwidths,
+latencies, calibration). :func:`simulate_batch` builds and compiles the graph once per
+structure (cached) and evaluates the whole batch in vectorized numpy (DESIGN.md, "The
+vectorized engine"). Points that cannot run come back as ``feasible = False`` with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from simcore.engine.evaluate import (
+    CompiledWorkload,
+    compile_workload,
+    evaluate_times,
+    template_durations,
+)
+from simcore.engine.result import COMM_KINDS, BatchResult
+from simcore.errors import InputError
+from simcore.hardware.batch import SystemBatch
+from simcore.specs.model import ModelSpec
+from simcore.specs.parallel import ParallelSpec
+from simcore.specs.system import SystemSpec
+from simcore.workload import _standin_memory as memory
+from simcore.workload.transformer import build_transformer
+
+__all__ = ["check_structure", "compiled_workload", "simulate_batch", "structure_key"]
+
+_GIB = float(2**30)
+
+
+def structure_key(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec) -> Hashable:
+    """Hashable key: points with equal keys share one graph and may share a batch."""
+    return (model, parallel, system.num_gpus, system.gpus_per_node)
+
+
+def check_structure(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec
+                    ) -> tuple[ParallelSpec | None, str]:
+    """Resolve ``parallel`` for ``system`` and check the shape rules.
+
+    Returns:
+        (resolved plan, '') when the structure is valid, else (None, one-line reason).
+    """
+    try:
+        par = parallel.resolve(system.num_gpus)
+    except InputError as err:
+        return None, str(err)
+    m = model
+    rules = [
+        (m.num_layers % (par.pp * par.vp) == 0, "workload.num_layers", m.num_layers,
+         f"must be divisible by pp*vp={par.pp * par.vp}"),
+        (m.num_heads % par.tp == 0, "workload.num_heads", m.num_heads,
+         f"must be divisible by tp={par.tp}"),
+        (m.kv_heads % par.tp == 0, "workload.num_kv_heads", m.kv_heads,
+         f"must be divisible by tp={par.tp}"),
+        (m.ffn % par.tp == 0, "workload.ffn_hidden_size", m.ffn, f"must be divisible by tp={par.tp}"),
+        (m.seq_len % par.cp == 0, "workload.seq_len", m.seq_len, f"must be divisible by cp={par.cp}"),
+        (m.num_experts % par.ep == 0, "workload.num_experts", m.num_experts,
+         f"must be divisible by ep={par.ep}"),
+        (par.ep == 1 or m.is_moe, "parallel.ep", par.ep, "expert parallelism needs num_experts > 1"),
+    ]
+    for ok, key, value, rule in rules:
+        if not ok:
+            return None, str(InputError(key, value, rule))
+    return par, ""
+
+
+@lru_cache(maxsize=32)
+def _compiled(model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> CompiledWorkload:
+    return compile_workload(build_transformer(model, par, gpus_per_node))
+
+
+def compiled_workload(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec
+                      ) -> CompiledWorkload:
+    """The cached compiled graph of a valid structure.
+
+    Raises:
+        InputError: the structure is invalid (see :func:`check_structure`).
+    """
+    par, reason = check_structure(model, parallel, system)
+    if par is None:
+        raise InputError("structure", f"{model.name}", reason)
+    return _compiled(model, par, system.gpus_per_node)
+
+
+def _infeasible(b: int, reason: str, memory_gib: float = float("nan")) -> BatchResult:
+    nan = np.full(b, np.nan)
+    return BatchResult(
+        iteration_time_s=nan, compute_s=nan.copy(), exposed_comm_s=nan.copy(),
+        bubble_s=nan.copy(), peak_memory_gib=np.full(b, memory_gib),
+        model_tflops_per_gpu=nan.copy(), mfu=nan.copy(), feasible=np.zeros(b, dtype=bool),
+        reason=(reason,) * b, exposed_comm_by_kind={k: nan.copy() for k in COMM_KINDS},
+    )
+
+
+def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[SystemSpec]
+                   ) -> BatchResult:
+    """Simulate one training iteration of ``model`` under ``parallel`` on each system.
+
+    Args:
+        model: the transformer.
+        parallel: the plan (``dp`` may be None: derived from ``num_gpus``).
+        systems: B clusters sharing ``structure_key`` (same GPU count and GPUs per node).
+
+    Returns:
+        (B,) metrics; a point that does not fit or cannot be laid out is infeasible with its
+        reason (an invalid structure makes every point infeasible).
+
+    Raises:
+        InputError: ``systems`` is empty or mixes structures.
+    """
+    if len(systems) == 0:
+        raise InputError("systems", 0, "a batch needs at least one system")
+    keys = {structure_key(model, parallel, s) for s in systems}
+    if len(keys) != 1:
+        raise InputError("systems", f"{len(keys)} structures",
+                         "all systems of a batch must share num_gpus and gpus_per_node")
+    b = len(systems)
+    par, reason = check_structure(model, parallel, systems[0])
+    if par is None:
+        return _infeasible(b, reason)
+    supported = np.array([_peak_tflops(s, par.precision) > 0 for s in systems])
+    if not supported.all():
+        return _split_unsupported(model, parallel, systems, supported, par.precision)
+    cw = _compiled(model, par, systems[0].gpus_per_node)
+    sb = SystemBatch.from_specs(systems)
+    peak = sb.peak_flops[par.precision]
+    mem_bytes = max(memory.footprint_bytes(model, par, s)["total"] for s in range(par.pp))
+    fits = mem_bytes <= sb.hbm_capacity_bytes
+    _, bd = evaluate_times(cw, template_durations(cw, sb, par.precision))
+    flops = model.model_flops_per_sample() * par.global_batch
+    tflops = flops / bd.iteration_time_s / par.num_gpus / 1e12
+    exposed_total = np.zeros(b)
+    for v in bd.exposed_by_kind.values():
+        exposed_total += v
+    reasons = tuple(
+        "" if ok else f"out of memory: {mem_bytes / _GIB:.1f} GiB per GPU > "
+        f"{s.accelerator.hbm_capacity_gib:g} GiB"
+        for ok, s in zip(fits, systems, strict=True)
+    )
+    return BatchResult(
+        iteration_time_s=bd.iteration_time_s, compute_s=bd.compute_s,
+        exposed_comm_s=exposed_total, bubble_s=bd.bubble_s,
+        peak_memory_gib=np.full(b, mem_bytes / _GIB), model_tflops_per_gpu=tflops,
+        mfu=tflops * 1e12 / peak, feasible=fits, reason=reasons,
+        exposed_comm_by_kind=bd.exposed_by_kind,
+    )
+
+
+def _peak_tflops(system: SystemSpec, precision: str) -> float:
+    return float(getattr(system.accelerator, f"peak_tflops_{precision}", 0.0))
+
+
+def _split_unsupported(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[SystemSpec],
+                       supported: np.ndarray, precision: str) -> BatchResult:
+    """Evaluate the points whose accelerator supports ``precision``; mask the others."""
+    b = len(systems)
+    out = _infeasible(b, "")
+    reasons = [f"parallel.precision={precision!r}: not supported by {s.accelerator.name}"
+               for s in systems]
+    idx = np.flatnonzero(supported)
+    if idx.size:
+        sub = simulate_batch(model, parallel, [systems[i] for i in idx])
+        for name in ("iteration_time_s", "compute_s", "exposed_comm_s", "bubble_s",
+                     "peak_memory_gib", "model_tflops_per_gpu", "mfu", "feasible"):
+            getattr(out, name)[idx] = getattr(sub, name)
+        for k, v in sub.exposed_comm_by_kind.items():
+            out.exposed_comm_by_kind[k][idx] = v
+        for j, i in enumerate(idx):
+            reasons[i] = sub.reason[j]
+    return BatchResult(**{**out.__dict__, "reason": tuple(reasons)})

@@ -1,0 +1,141 @@
+"""Transformer model shape: :class:`ModelSpec` (the ``workload`` config group).
+
+A GPT-style decoder: ``num_layers`` blocks of attention (MHA, or GQA when ``num_kv_heads <
+num_heads``) and an MLP (GELU with two GEMMs, or SwiGLU with a gated first GEMM), a word
+embedding and an output layer over ``vocab_size``. With ``num_experts > 1`` every MLP is a
+mixture of experts with top-``top_k`` routing (Mixtral-style). Parameter and FLOP counts follow
+Narayanan et al. 2021 / Korthikanti et al. 2022 (reference/peers-hardware-measurements.md,
+Part B, "FLOP conventions"): per layer and token, forward GEMM FLOPs are 2 x parameters, plus
+``4 s h`` for the attention scores and values (full, non-causal count, as Megatron reports).
+
+Field names are the YAML keys of ``conf/workload/`` (COORDINATION.md, shared contracts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.errors import require
+
+__all__ = ["MLP_KINDS", "ModelSpec"]
+
+MLP_KINDS = ("gelu", "swiglu")
+
+
+def _positive_int(value: object, key: str) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    require(ok, key, value, "must be an integer >= 1")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A GPT-style transformer.
+
+    Attributes:
+        name: label (e.g. ``gpt3_175b``).
+        num_layers: transformer blocks.
+        hidden_size: model width h.
+        num_heads: attention (query) heads a; ``hidden_size`` must be divisible by it.
+        num_kv_heads: key/value heads (GQA); ``None`` means ``num_heads`` (MHA).
+        ffn_hidden_size: MLP inner width; ``None`` means 4h.
+        seq_len: tokens per sample s.
+        vocab_size: vocabulary V.
+        mlp: ``gelu`` (2 GEMMs) or ``swiglu`` (gate + up, then down: 3 weight matrices).
+        num_experts: experts per MoE layer (1 = dense MLP).
+        top_k: experts each token is routed to.
+    """
+
+    name: str = "gpt_1b"
+    num_layers: int = 24
+    hidden_size: int = 2048
+    num_heads: int = 16
+    num_kv_heads: int | None = None
+    ffn_hidden_size: int | None = None
+    seq_len: int = 2048
+    vocab_size: int = 51200
+    mlp: str = "gelu"
+    num_experts: int = 1
+    top_k: int = 1
+
+    def __post_init__(self) -> None:
+        p = "workload."
+        require(isinstance(self.name, str) and bool(self.name), p + "name", self.name,
+                "must be a non-empty string")
+        for key in ("num_layers", "hidden_size", "num_heads", "seq_len", "vocab_size",
+                    "num_experts", "top_k"):
+            _positive_int(getattr(self, key), p + key)
+        if self.num_kv_heads is not None:
+            _positive_int(self.num_kv_heads, p + "num_kv_heads")
+            require(self.num_heads % self.num_kv_heads == 0, p + "num_kv_heads",
+                    self.num_kv_heads, f"must divide num_heads={self.num_heads}")
+        if self.ffn_hidden_size is not None:
+            _positive_int(self.ffn_hidden_size, p + "ffn_hidden_size")
+        require(self.hidden_size % self.num_heads == 0, p + "hidden_size", self.hidden_size,
+                f"must be divisible by num_heads={self.num_heads}")
+        require(self.mlp in MLP_KINDS, p + "mlp", self.mlp, f"must be one of {', '.join(MLP_KINDS)}")
+        require(self.top_k <= self.num_experts, p + "top_k", self.top_k,
+                f"must be <= num_experts={self.num_experts}")
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads (``num_heads`` when MHA)."""
+        return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
+    @property
+    def ffn(self) -> int:
+        """MLP inner width (4h by default)."""
+        return 4 * self.hidden_size if self.ffn_hidden_size is None else self.ffn_hidden_size
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head, h / a."""
+        return self.hidden_size // self.num_heads
+
+    @property
+    def is_moe(self) -> bool:
+        """True when the MLPs are mixtures of experts."""
+        return self.num_experts > 1
+
+    @property
+    def qkv_out(self) -> int:
+        """Output width of the fused QKV projection: h + 2 x kv_heads x head_dim."""
+        return self.hidden_size + 2 * self.kv_heads * self.head_dim
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of size h x ffn per MLP (2 for GELU, 3 for SwiGLU)."""
+        return 3 if self.mlp == "swiglu" else 2
+
+    @property
+    def attention_params(self) -> int:
+        """Weights of one attention block (QKV and output projection; biases ignored)."""
+        return self.hidden_size * self.qkv_out + self.hidden_size * self.hidden_size
+
+    @property
+    def expert_params(self) -> int:
+        """Weights of one expert's (or the dense) MLP."""
+        return self.mlp_matrices * self.hidden_size * self.ffn
+
+    def layer_params(self) -> int:
+        """Weights of one transformer block (all experts counted; router included)."""
+        router = self.hidden_size * self.num_experts if self.is_moe else 0
+        return self.attention_params + self.num_experts * self.expert_params + router
+
+    def num_params(self) -> int:
+        """Total weights: blocks, word embedding and an untied output layer."""
+        return self.num_layers * self.layer_params() + 2 * self.vocab_size * self.hidden_size
+
+    def model_flops_per_sample(self) -> float:
+        """Forward + backward FLOPs of one sample without recompute ("model FLOPs", for MFU).
+
+        Per layer and token the forward GEMMs take 2 x (attention + top_k experts' weights)
+        FLOPs, attention scores and values ``4 s h``; the output layer ``2 h V``; backward is
+        twice the forward. For GPT shapes this equals 72 s l h^2 (1 + s/6h + V/12lh)
+        (Narayanan et al. 2021, reference/peers-hardware-measurements.md, Part B).
+        """
+        s, h = self.seq_len, self.hidden_size
+        active = self.attention_params + self.top_k * self.expert_params
+        router = h * self.num_experts if self.is_moe else 0
+        per_layer = 2.0 * (active + router) * s + 4.0 * s * s * h
+        forward = self.num_layers * per_layer + 2.0 * s * h * self.vocab_size
+        return 3.0 * forward

@@ -1,0 +1,134 @@
+"""Parallelization plan: :class:`ParallelSpec` (the ``parallel`` config group).
+
+Megatron-LM style 3D/4D parallelism (Narayanan et al. 2021; Korthikanti et al. 2022): tensor
+(``tp``, optionally with sequence parallelism), pipeline (``pp`` stages, 1F1B, or the
+interleaved schedule with ``vp`` virtual stages per GPU), context (``cp``), data (``dp``, with
+ZeRO stage 0-3) and expert parallelism (``ep``, carved out of the data-parallel ranks as in
+Megatron-Core). ``num_gpus = tp * pp * cp * dp``. The rank order is Megatron's
+``tp-cp-dp-pp`` (tensor innermost), so TP groups sit inside a node when ``tp <= gpus_per_node``.
+
+Field names are the YAML keys of ``conf/parallel/`` (COORDINATION.md, shared contracts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from simcore.errors import InputError, require
+
+__all__ = ["PRECISIONS", "RECOMPUTE_MODES", "ParallelSpec"]
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+def _positive_int(value: object, key: str) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    require(ok, key, value, "must be an integer >= 1")
+
+
+@dataclass(frozen=True)
+class ParallelSpec:
+    """How one model is spread over the GPUs and batched.
+
+    Attributes:
+        tp, pp, cp, ep: tensor, pipeline, context and expert parallel degrees.
+        dp: data-parallel degree; ``None`` = derived from ``system.num_gpus`` by
+            :meth:`resolve`.
+        vp: virtual pipeline stages (model chunks) per GPU; 1 = plain 1F1B.
+        micro_batch: samples per micro-batch (per data-parallel replica).
+        global_batch: samples per iteration; micro-batches per replica =
+            ``global_batch / (dp * micro_batch)`` (gradient accumulation).
+        sequence_parallel: Megatron sequence parallelism (TP all-reduce -> reduce-scatter +
+            all-gather, layer-norm/dropout activations sharded over TP).
+        recompute: ``none``, ``selective`` (attention core only) or ``full`` (whole layer).
+        zero_stage: 0 (gradient all-reduce), 1 (optimizer states sharded; gradient
+            reduce-scatter + parameter all-gather once per iteration), 2 (also gradients:
+            reduce-scatter every micro-batch), 3 (also parameters: all-gather before each
+            layer's forward and backward, every micro-batch).
+        dp_overlap: overlap gradient reduction (and ZeRO-3 gathers) with compute.
+        tp_comm_overlap: overlap TP collectives with the neighbouring GEMMs (chunked).
+        precision: compute precision of the GEMMs (``fp16``, ``bf16``, ``fp8``, ...).
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    cp: int = 1
+    ep: int = 1
+    vp: int = 1
+    micro_batch: int = 1
+    global_batch: int = 8
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    zero_stage: int = 0
+    dp_overlap: bool = True
+    tp_comm_overlap: bool = False
+    precision: str = "bf16"
+
+    def __post_init__(self) -> None:
+        p = "parallel."
+        for key in ("tp", "pp", "cp", "ep", "vp", "micro_batch", "global_batch"):
+            _positive_int(getattr(self, key), p + key)
+        if self.dp is not None:
+            _positive_int(self.dp, p + "dp")
+        for key in ("sequence_parallel", "dp_overlap", "tp_comm_overlap"):
+            require(isinstance(getattr(self, key), bool), p + key, getattr(self, key),
+                    "must be true or false")
+        require(self.recompute in RECOMPUTE_MODES, p + "recompute", self.recompute,
+                f"must be one of {', '.join(RECOMPUTE_MODES)}")
+        require(self.zero_stage in (0, 1, 2, 3) and not isinstance(self.zero_stage, bool),
+                p + "zero_stage", self.zero_stage, "must be 0, 1, 2 or 3")
+        require(self.precision in PRECISIONS, p + "precision", self.precision,
+                f"must be one of {', '.join(PRECISIONS)}")
+        require(self.vp == 1 or self.pp > 1, p + "vp", self.vp,
+                "virtual pipeline stages need pp > 1")
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs holding one model replica: tp * pp * cp."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def dp_size(self) -> int:
+        """The resolved data-parallel degree (call :meth:`resolve` first)."""
+        if self.dp is None:
+            raise InputError("parallel.dp", None, "unresolved: call ParallelSpec.resolve(num_gpus)")
+        return self.dp
+
+    @property
+    def num_gpus(self) -> int:
+        """tp * pp * cp * dp."""
+        return self.model_parallel * self.dp_size
+
+    @property
+    def num_micro_batches(self) -> int:
+        """Micro-batches per replica per iteration (gradient-accumulation steps)."""
+        return self.global_batch // (self.dp_size * self.micro_batch)
+
+    def resolve(self, num_gpus: int) -> ParallelSpec:
+        """Fill in ``dp`` from ``num_gpus`` and check the divisibility rules.
+
+        Raises:
+            InputError: the GPUs do not factor into tp * pp * cp * dp, or the global batch
+                does not split into whole micro-batches per replica.
+        """
+        p = "parallel."
+        mp = self.model_parallel
+        if self.dp is None:
+            require(num_gpus % mp == 0, "system.num_gpus", num_gpus,
+                    f"must be divisible by tp*pp*cp={mp}")
+            spec = replace(self, dp=num_gpus // mp)
+        else:
+            require(self.dp * mp == num_gpus, p + "dp", self.dp,
+                    f"tp*pp*cp*dp={self.dp * mp} must equal system.num_gpus={num_gpus}")
+            spec = self
+        dp = spec.dp_size
+        require(spec.global_batch % (dp * spec.micro_batch) == 0, p + "global_batch",
+                spec.global_batch, f"must be divisible by dp*micro_batch={dp * spec.micro_batch}")
+        require(dp % spec.ep == 0, p + "ep", spec.ep, f"must divide dp={dp}")
+        if spec.vp > 1:
+            require(spec.num_micro_batches % spec.pp == 0, p + "global_batch", spec.global_batch,
+                    f"interleaving needs micro-batches per replica ({spec.num_micro_batches}) "
+                    f"divisible by pp={spec.pp}")
+        return spec

@@ -1,0 +1,67 @@
+"""Pipeline-parallel schedules: the per-stage program order of forward and backward passes.
+
+1F1B (PipeDream-Flush; Narayanan et al. 2021, Sec. 2.2.1): stage ``s`` of ``p`` runs
+``min(p - s - 1, m)`` warm-up forwards, then alternates one forward and one backward, then
+drains the remaining backwards. The interleaved schedule (same paper, Sec. 2.2.2) gives every
+GPU ``v`` model chunks (virtual stages ``c * p + s``); micro-batches advance in groups of ``p``
+through the chunks, with ``(p - s - 1) * 2 + (v - 1) * p`` warm-up forwards (Megatron-LM's
+``forward_backward_pipelining_with_interleaving``). The bubbles are *not* computed here: the
+engine schedules these programs with their cross-stage dependencies and the idle time comes
+out of the schedule.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["PipeOp", "stage_program"]
+
+
+class PipeOp(NamedTuple):
+    """One pass of one micro-batch through one model chunk on one stage."""
+
+    forward: bool
+    micro_batch: int
+    chunk: int
+
+
+def _chunk(k: int, pp: int, vp: int, forward: bool) -> int:
+    c = (k // pp) % vp
+    return c if forward else vp - 1 - c
+
+
+def _micro_batch(k: int, pp: int, vp: int) -> int:
+    return (k // (pp * vp)) * pp + k % pp
+
+
+def stage_program(stage: int, pp: int, vp: int, num_micro_batches: int) -> list[PipeOp]:
+    """The in-order program of pipeline ``stage``.
+
+    Args:
+        stage: physical stage 0..pp-1.
+        pp: pipeline stages.
+        vp: model chunks per stage (1 = plain 1F1B).
+        num_micro_batches: micro-batches per iteration (a multiple of ``pp`` when ``vp > 1``).
+
+    Returns:
+        2 x ``num_micro_batches`` x ``vp`` passes, forwards and backwards, in issue order.
+    """
+    total = num_micro_batches * vp
+    if vp == 1:
+        warmup = min(pp - stage - 1, num_micro_batches)
+    else:
+        warmup = min((pp - stage - 1) * 2 + (vp - 1) * pp, total)
+
+    def fwd(k: int) -> PipeOp:
+        return PipeOp(True, _micro_batch(k, pp, vp), _chunk(k, pp, vp, True))
+
+    def bwd(k: int) -> PipeOp:
+        return PipeOp(False, _micro_batch(k, pp, vp), _chunk(k, pp, vp, False))
+
+    program = [fwd(k) for k in range(warmup)]
+    steady = total - warmup
+    for i in range(steady):
+        program.append(fwd(warmup + i))
+        program.append(bwd(i))
+    program.extend(bwd(k) for k in range(steady, total))
+    return program

@@ -1,0 +1,303 @@
+"""Transformer training iteration -> workload graph, one representative GPU per pipeline stage.
+
+Symmetry reduction (DESIGN.md, "The vectorized engine"; Echo's "one trace per unique (PP stage,
+TP rank)", methods-hap-ace-echo.md §3.1): on a symmetric network every rank of a TP group, every
+CP rank and every DP replica runs the same program at the same time, so the graph holds one
+rank per pipeline stage. A collective among identical ranks then only occupies the
+representative's stream; its cost comes from the group's size and span (:mod:`placement`).
+Point-to-point pipeline sends are nodes on a per-direction link stream between two stages.
+
+Streams per stage ``s`` (in-order, as CUDA streams): ``s.compute`` (kernels and blocking
+collectives: TP without overlap, EP all-to-all), ``s.tp`` (chunked TP collectives when
+``tp_comm_overlap``), ``s.cp`` (ring KV exchange), ``s.dp`` (gradient reduction, ZeRO gathers),
+``pp{a}>{b}`` (activations/gradients from stage a to b).
+
+Data parallelism and ZeRO (Rajbhandari et al. 2020; see :class:`ParallelSpec`): gradients of
+each layer are reduced (all-reduce, or reduce-scatter for ZeRO >= 1) after that layer's last
+backward (every backward for ZeRO 2/3), on the dp stream, overlapped with the remaining
+backward when ``dp_overlap``, else after the stage's last backward; ZeRO-1/2 all-gather the
+updated parameters (overlapped with the next forward when ``dp_overlap``: modelled as a prefetch
+at the start of the iteration, the steady state); ZeRO-3 all-gathers each layer's parameters
+before its forward and its backward in every micro-batch (one layer ahead when overlapped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simcore.specs.model import ModelSpec
+from simcore.specs.parallel import ParallelSpec
+from simcore.workload.graph import CommType, Graph, GraphBuilder, NodeKind
+from simcore.workload.layers import LayerOps, Step, build_layer_ops
+from simcore.workload.ops import COMPUTE, OpTable
+from simcore.workload.pipeline import PipeOp, stage_program
+from simcore.workload.placement import GroupSpan, group_spans
+
+__all__ = ["TP_OVERLAP_CHUNKS", "TransformerWorkload", "build_transformer"]
+
+TP_OVERLAP_CHUNKS = 4
+_DP, _PP = 1, 2
+_GRAD_BYTES = 2.0  # gradients reduced in 16-bit (Megatron default, grad_reduce_in_fp32 off)
+_PARAM_BYTES = 2.0
+_OPTIMIZER_BYTES_PER_PARAM = 28.0  # Adam: read/write fp32 master, m, v; read grad; write weight
+
+
+@dataclass(frozen=True, eq=False)
+class TransformerWorkload:
+    """A generated iteration graph and what the evaluator needs to cost it.
+
+    Attributes:
+        graph: the DAG; node attrs ``template`` (index into ``ops``) and ``stage``.
+        ops: kernels and templates.
+        num_stages: pipeline stages (= representative ranks).
+        in_flight: per stage, the most micro-batch chunks whose activations are alive at once.
+        layers_per_chunk: transformer layers per model chunk.
+    """
+
+    graph: Graph
+    ops: OpTable
+    num_stages: int
+    in_flight: tuple[int, ...]
+    layers_per_chunk: int
+
+
+class _Emitter:
+    """Adds nodes of one stage in program order; tracks the last compute node."""
+
+    def __init__(self, b: GraphBuilder, stage: int, chunks: int, ops: OpTable) -> None:
+        self.b, self.stage, self.ops, self.chunks = b, stage, ops, chunks
+        self.compute = f"s{stage}.compute"
+        self.last: int | None = None  # last node on the compute stream
+        self.marks: list[int | None] = []  # last compute node at each layer boundary
+
+    def node(self, tmpl: int, stream: str, deps: Sequence[int], name: str) -> int:
+        kind = NodeKind.COMPUTE if self.ops.template_kind[tmpl] == COMPUTE else NodeKind.COLLECTIVE
+        return self.b.add(kind, resources=[stream], deps=list(deps), rank=self.stage, name=name,
+                          template=tmpl, stage=self.stage)
+
+    def comp(self, tmpl: int, deps: Sequence[int] = ()) -> int:
+        self.last = self.node(tmpl, self.compute, deps, self.ops.template_names[tmpl])
+        return self.last
+
+    def steps(self, steps: Sequence[Step], overlap_tp: bool, deps: Sequence[int] = ()) -> None:
+        """Emit ``steps``; the first node also waits for ``deps``."""
+        pending = list(deps)
+        pieces: list[int] = []  # chunk nodes of the last TP-overlapped step
+        for step in steps:
+            if step[0] == "tp" and overlap_tp:
+                pieces = self._overlapped(step[1], pieces, pending)
+                pending = []
+                continue
+            if pieces:  # a plain step after overlapped TP chunks waits for all of them
+                pending += pieces
+                pieces = []
+            if step[0] == "attn":
+                self._attention(step[1], step[2], step[3], pending)
+            else:
+                self.comp(step[1], pending)
+            pending = []
+        if pieces:
+            self.comp(self.ops.template("sync", []), pieces)
+
+    def _overlapped(self, tmpl: int, prev: list[int], pending: list[int]) -> list[int]:
+        """TP collective in chunks on the tp stream, each overlapping the next compute chunk:
+        chunk j waits for the compute node before it (or chunk j of the previous collective)."""
+        n = TP_OVERLAP_CHUNKS
+        piece = self.ops.scaled(tmpl, 1.0 / n, f"/{n}")
+        out = []
+        for j in range(n):
+            deps = [prev[j]] if prev else ([self.last] if self.last is not None else [])
+            out.append(self.node(piece, f"s{self.stage}.tp", deps + pending, "tp_chunk"))
+        return out
+
+    def _attention(self, core: int, kv: int, n: int, pending: list[int]) -> None:
+        if n == 1:
+            self.comp(core, pending)
+            return
+        chunk = self.ops.scaled(core, 1.0 / n, f"/{n}")
+        sends = []
+        src = self.last
+        for _ in range(n - 1):
+            deps = [src] if src is not None else []
+            sends.append(self.node(kv, f"s{self.stage}.cp", deps + pending, "cp_kv"))
+        self.comp(chunk, pending)
+        for j in range(1, n):
+            self.comp(chunk, [sends[j - 1]])
+
+
+_SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
+
+
+class _Generator:
+    def __init__(self, model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> None:
+        self.model, self.par = model, par
+        self.spans: dict[str, GroupSpan] = group_spans(par, gpus_per_node)
+        self.ops = OpTable()
+        self.lops: LayerOps = build_layer_ops(model, par, self.spans, self.ops)
+        self.b = GraphBuilder("transformer")
+        self.V = par.pp * par.vp
+        self.lpc = model.num_layers // self.V
+        self.m = par.num_micro_batches
+        self._templates()
+
+    def _templates(self) -> None:
+        m, p, ops = self.model, self.par, self.ops
+        sp = self.spans
+        dense = (m.attention_params + (0 if m.is_moe else m.expert_params)) / p.tp
+        expert = (m.num_experts // p.ep) * m.expert_params / p.tp if m.is_moe else 0.0
+        zero = p.zero_stage
+        rtype = CommType.ALL_REDUCE if zero == 0 else CommType.REDUCE_SCATTER
+
+        def coll(name: str, ct: CommType, params: float, span: GroupSpan) -> int:
+            k = ops.kernel("coll", int(ct), params * _GRAD_BYTES, span.size, span.ranks_per_node)
+            return ops.template(name, [(k, 1.0)], _DP)
+
+        self.grad_tmpl = [coll("dp_grad_reduce", rtype, dense, sp["dp"])]
+        self.gather_tmpl = [coll("dp_param_gather", CommType.ALL_GATHER, dense, sp["dp"])]
+        if expert:
+            self.grad_tmpl.append(coll("edp_grad_reduce", rtype, expert, sp["edp"]))
+            self.gather_tmpl.append(coll("edp_param_gather", CommType.ALL_GATHER, expert,
+                                         sp["edp"]))
+        shard = p.dp_size * p.cp if zero >= 1 else 1
+        self.layer_params = dense + expert
+        emb = m.vocab_size * m.hidden_size / p.tp
+        self.emb_grad = coll("dp_embedding_grad_reduce", rtype, emb, sp["dp"])
+        self.emb_params = emb
+
+        def opt(stage_params: float) -> int:
+            k = ops.kernel("mem", stage_params / shard * _OPTIMIZER_BYTES_PER_PARAM)
+            return ops.template("optimizer_step", [(k, 1.0)])
+
+        self.opt_tmpl = opt
+        act = p.micro_batch * m.seq_len // p.cp * m.hidden_size * 2.0
+        act /= p.tp if (p.sequence_parallel and p.tp > 1) else 1
+        k = ops.kernel("p2p", act, float(sp["pp"].cross_node))
+        self.p2p_tmpl = ops.template("pp_send", [(k, 1.0)], _PP)
+
+    def send_id(self, forward: bool, micro_batch: int, v: int) -> int:
+        return _SEND_BASE + ((0 if forward else 1) * self.m + micro_batch) * self.V + v
+
+    # --- per stage -------------------------------------------------------------------------
+    def stage(self, s: int) -> int:
+        """Emit stage ``s``; returns the most micro-batch chunks alive at once."""
+        p = self.par
+        e = _Emitter(self.b, s, p.vp, self.ops)
+        dp_stream = f"s{s}.dp"
+        zero, overlap = p.zero_stage, p.dp_overlap
+        self.gathers: dict[tuple[int, int], int] = {}
+        if zero in (1, 2) and overlap:  # steady state: last step's gathers overlap this forward
+            for c in range(p.vp):
+                for j in range(self.lpc):
+                    self.gathers[(c, j)] = self._dp_nodes(e, dp_stream, self.gather_tmpl, [])
+        grads: list[int] = []
+        n_reduce = 0
+        alive = peak = 0
+        for op in stage_program(s, p.pp, p.vp, self.m):
+            v = op.chunk * p.pp + s
+            if op.forward:
+                alive += 1
+                peak = max(peak, alive)
+                self._forward(e, op, v, dp_stream)
+            else:
+                alive -= 1
+                got = self._backward(e, op, v, dp_stream)
+                grads += got
+                n_reduce += len(got) if overlap else self._reduces(op)
+        if s == 0 or s == p.pp - 1:
+            n_reduce += 1  # embedding / output-layer gradients
+        if not overlap:  # gradient reduction after the flush, layer by layer
+            tail = [e.last] if e.last is not None else []
+            for _ in range(n_reduce):
+                tail = [self._dp_nodes(e, dp_stream, self.grad_tmpl, tail)]
+            grads = tail
+        elif s == 0 or s == p.pp - 1:
+            grads.append(e.node(self.emb_grad, dp_stream, [e.last] if e.last else [], "dp_emb"))
+        stage_params = self.layer_params * self.lpc * p.vp
+        stage_params += self.emb_params if s in (0, p.pp - 1) else 0.0
+        opt = e.comp(self.opt_tmpl(stage_params), grads)
+        if zero in (1, 2) and not overlap:
+            for _ in range(self.lpc * p.vp):
+                self._dp_nodes(e, dp_stream, self.gather_tmpl, [opt])
+        return peak
+
+    def _reduces(self, op: PipeOp) -> int:
+        reduce_now = self.par.zero_stage >= 2 or op.micro_batch == self.m - 1
+        return self.lpc if reduce_now else 0
+
+    def _dp_nodes(self, e: _Emitter, stream: str, tmpls: list[int], deps: list[int]) -> int:
+        last = -1
+        for t in tmpls:
+            last = e.node(t, stream, deps, self.ops.template_names[t])
+        return last
+
+    def _forward(self, e: _Emitter, op: PipeOp, v: int, dp: str) -> None:
+        lo = self.lops
+        deps = [self.send_id(True, op.micro_batch, v - 1)] if v > 0 else []
+        if v == 0:
+            e.comp(lo.embed_fwd, deps)
+            deps = []
+        for j in range(self.lpc):
+            if self.par.zero_stage == 3:
+                deps.append(self._zero3_gather(e, dp))
+            gather = self.gathers.pop((op.chunk, j), None)
+            if gather is not None:
+                deps.append(gather)
+            e.steps(lo.fwd, self.par.tp_comm_overlap, deps)
+            e.marks.append(e.last)
+            deps = []
+        if v == self.V - 1:
+            e.steps(lo.head_fwd, self.par.tp_comm_overlap, deps)
+        if v < self.V - 1:
+            self._send(e, self.send_id(True, op.micro_batch, v), v + 1)
+
+    def _backward(self, e: _Emitter, op: PipeOp, v: int, dp: str) -> list[int]:
+        lo, p = self.lops, self.par
+        deps = [self.send_id(False, op.micro_batch, v + 1)] if v < self.V - 1 else []
+        if v == self.V - 1:
+            e.steps(lo.head_bwd, p.tp_comm_overlap, deps)
+            deps = []
+        reduce_now = self._reduces(op) > 0 and p.dp_overlap
+        grads: list[int] = []
+        for _ in range(self.lpc):
+            if p.zero_stage == 3:
+                deps.append(self._zero3_gather(e, dp))
+            if lo.recompute:
+                e.steps(lo.recompute, p.tp_comm_overlap, deps)
+                deps = []
+            e.steps(lo.bwd, p.tp_comm_overlap, deps)
+            e.marks.append(e.last)
+            deps = []
+            if reduce_now:
+                assert e.last is not None
+                grads.append(self._dp_nodes(e, dp, self.grad_tmpl, [e.last]))
+        if v == 0:
+            e.comp(lo.embed_bwd)
+        if v > 0:
+            self._send(e, self.send_id(False, op.micro_batch, v), v - 1)
+        return grads
+
+    def _zero3_gather(self, e: _Emitter, dp: str) -> int:
+        """All-gather of one layer's parameters. Overlapped: it may start once the compute
+        stream finished the layer before the previous one (one layer of prefetch); else
+        only after the previous layer."""
+        back = 2 if self.par.dp_overlap else 1
+        deps = [e.marks[-back]] if len(e.marks) >= back and e.marks[-back] is not None else []
+        return self._dp_nodes(e, dp, self.gather_tmpl, deps)
+
+    def _send(self, e: _Emitter, node_id: int, v_dst: int) -> None:
+        src, dst = e.stage, v_dst % self.par.pp
+        assert e.last is not None
+        kind = NodeKind.SEND
+        self.b.add(kind, resources=[f"pp{src}>{dst}"], deps=[e.last], rank=src, name="pp_send",
+                   node_id=node_id, template=self.p2p_tmpl, stage=src, peer=dst)
+
+
+def build_transformer(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: int
+                      ) -> TransformerWorkload:
+    """Generate the iteration graph of ``model`` under the resolved ``parallel`` plan
+    (``parallel.dp`` set; shapes already checked by :func:`simcore.api.check_structure`)."""
+    gen = _Generator(model, parallel, gpus_per_node)
+    flights = tuple(gen.stage(s) for s in range(parallel.pp))
+    return TransformerWorkload(graph=gen.b.build(), ops=gen.ops, num_stages=parallel.pp,
+                               in_flight=flights, layers_per_chunk=gen.lpc)
