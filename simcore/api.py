@@ -165,7 +165,7 @@ def _split_unsupported(model: ModelSpec, parallel: ParallelSpec, systems: Sequen
                for s in systems]
     idx = np.flatnonzero(supported)
     if idx.size:
-        sub = simulate_batch(model, parallel, [systems[i] for i in idx])
+        sub = simulate_batch(model, parallel, [systems[int(i)] for i in idx])
         for name in ("iteration_time_s", "compute_s", "exposed_comm_s", "bubble_s",
                      "peak_memory_gib", "model_tflops_per_gpu", "mfu", "feasible"):
             getattr(out, name)[idx] = getattr(sub, name)

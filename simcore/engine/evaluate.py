@@ -17,11 +17,11 @@ import numpy as np
 import scipy.sparse as sps
 from numpy.typing import NDArray
 
+from simcore.calibrated import collective_time_s, p2p_time_s
 from simcore.engine.breakdown import exposed_by_kind
 from simcore.engine.result import COMM_KINDS
 from simcore.engine.schedule import ChainTimes, SchedulePlan, compile_plan, run_chains
-from simcore.hardware.batch import SystemBatch
-from simcore.workload import _standin_costs as costs
+from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
 from simcore.workload.ops import COMPUTE, OpTable
 from simcore.workload.transformer import TransformerWorkload
 
@@ -101,19 +101,19 @@ def kernel_durations(ops: OpTable, sb: SystemBatch, precision: str) -> FloatArra
     out = np.zeros((len(ops.kernels), sb.size))
     idx, a = ops.kernel_args("gemm")
     if idx.size:
-        out[idx] = costs.gemm_time_s(sb, a[:, 0], a[:, 1], a[:, 2], precision)
+        out[idx] = gemm_time_s(sb, a[:, 0], a[:, 1], a[:, 2], precision)
     idx, a = ops.kernel_args("attn")
     if idx.size:
-        out[idx] = costs.attention_time_s(sb, a[:, 0], a[:, 1], a[:, 2], a[:, 3], True, precision)
+        out[idx] = attention_time_s(sb, a[:, 0], a[:, 1], a[:, 2], a[:, 3], True, precision)
     idx, a = ops.kernel_args("mem")
     if idx.size:
-        out[idx] = costs.memory_bound_time_s(sb, a[:, 0])
+        out[idx] = memory_bound_time_s(sb, a[:, 0])
     idx, a = ops.kernel_args("coll")
     if idx.size:
-        out[idx] = costs.collective_time_s(sb, a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+        out[idx] = collective_time_s(sb, a[:, 0], a[:, 1], a[:, 2], a[:, 3])
     idx, a = ops.kernel_args("p2p")
     if idx.size:
-        out[idx] = costs.p2p_time_s(sb, a[:, 0], a[:, 1] > 0)
+        out[idx] = p2p_time_s(sb, a[:, 0], a[:, 1] > 0)
     return out
 
 

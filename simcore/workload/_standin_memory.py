@@ -46,7 +46,7 @@ def footprint_bytes(model: ModelSpec, parallel: ParallelSpec, stage: int) -> dic
     weights = 2.0 * params / (shard if p.zero_stage >= 3 else 1)
     grads = 2.0 * params / (shard if p.zero_stage >= 2 else 1)
     optimizer = 12.0 * params / (shard if p.zero_stage >= 1 else 1)
-    in_flight = min(p.pp - stage, p.num_micro_batches)
+    in_flight = float(min(p.pp - stage, p.num_micro_batches))
     if p.vp > 1:
         in_flight *= 1.0 + (p.pp - 1) / (p.pp * p.vp)
     acts = _activation_bytes_per_layer(model, p) * layers * in_flight

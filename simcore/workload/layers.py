@@ -160,7 +160,7 @@ def build_layer_ops(model: ModelSpec, parallel: ParallelSpec, spans: dict[str, G
     logits = [(b.mem(2 * h), 1.0), (b.gemm(v / t, h), 1.0), (b.mem(4 * v / t, b.tokens), 1.0)]
     before, _ = b.tp_pair(True)
     head_fwd = tuple(before) + (("c", ops.template("output_fwd", logits)),)
-    head_bwd = (("c", ops.template("output_bwd", [(k, 2.0 * w) for k, w in logits])),)
+    head_bwd: tuple[Step, ...] = (("c", ops.template("output_bwd", [(k, 2.0 * w) for k, w in logits])),)
     if b.sp:
         head_bwd = head_bwd + (("tp", b.coll("tp_reducescatter", CommType.REDUCE_SCATTER,
                                             b.tokens * h * ACT_BYTES, "tp")),)

@@ -282,7 +282,8 @@ class _Generator:
         stream finished the layer before the previous one (one layer of prefetch); else
         only after the previous layer."""
         back = 2 if self.par.dp_overlap else 1
-        deps = [e.marks[-back]] if len(e.marks) >= back and e.marks[-back] is not None else []
+        mark = e.marks[-back] if len(e.marks) >= back else None
+        deps = [mark] if mark is not None else []
         return self._dp_nodes(e, dp, self.gather_tmpl, deps)
 
     def _send(self, e: _Emitter, node_id: int, v_dst: int) -> None:

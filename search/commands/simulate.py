@@ -1,0 +1,91 @@
+"""``simsweep simulate [overrides] [--json] [--trace FILE]``: one design point.
+
+Composes the Hydra config (``conf/config.yaml``, overrides in Hydra's grammar) with the compose
+API, builds the specs (:mod:`search.build`) and calls :func:`simcore.api.simulate_batch` on a
+batch of one. Prints iteration time, breakdown, memory per GPU and MFU, or one JSON object;
+``--trace FILE`` writes a Chrome-trace (Perfetto) timeline of the representative ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from simcore.api import check_structure, compiled_workload, simulate_batch
+from simcore.engine.evaluate import template_durations
+from simcore.engine.trace import chrome_trace
+from simcore.errors import InputError
+from simcore.hardware import SystemBatch
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+def compose(overrides: list[str], config_name: str = "config") -> Any:
+    """The composed config; a bad override or config is one :class:`InputError` line."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            return hydra_compose(config_name=config_name, overrides=overrides)
+    except Exception as err:  # hydra / omegaconf report config errors as exceptions
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError("overrides", " ".join(overrides), first) from err
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="simsweep simulate", description=__doc__.splitlines()[0])
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. parallel.tp=8")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome-trace JSON timeline")
+    return p.parse_args(argv)
+
+
+def _format(row: dict[str, Any], header: str) -> str:
+    t = float(row["iteration_time_s"])
+    lines = [header, f"  iteration time      {t:10.4f} s"]
+    lines.append(f"  compute             {row['compute_s']:10.4f} s")
+    lines.append(f"  exposed comm        {row['exposed_comm_s']:10.4f} s")
+    for kind in ("tp", "dp", "pp", "cp", "ep"):
+        v = float(row.get(f"exposed_comm_{kind}_s", 0.0))
+        if v > 0:
+            lines.append(f"    {kind:<17} {v:10.4f} s")
+    lines.append(f"  pipeline bubble     {row['bubble_s']:10.4f} s")
+    lines.append(f"  memory per GPU      {row['peak_memory_gib']:10.2f} GiB")
+    lines.append(f"  model TFLOP/s/GPU   {row['model_tflops_per_gpu']:10.1f}")
+    lines.append(f"  MFU                 {100 * row['mfu']:10.1f} %")
+    status = "fits" if row["feasible"] else f"INFEASIBLE: {row['reason']}"
+    lines.append(f"  status              {status}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """Run the command; returns the exit code."""
+    from search.build import build_specs
+
+    args = _parse(argv)
+    cfg = compose(list(args.overrides))
+    model, parallel, system = build_specs(cfg)
+    result = simulate_batch(model, parallel, [system])
+    row = result.rows()[0]
+    par, reason = check_structure(model, parallel, system)
+    if args.trace and par is not None:
+        cw = compiled_workload(model, parallel, system)
+        tdur = template_durations(cw, SystemBatch.from_specs([system]), par.precision)
+        Path(args.trace).write_text(json.dumps(chrome_trace(cw, tdur[:, 0])))
+    if args.json:
+        out = {"workload": model.name, "system": system.name, "num_gpus": system.num_gpus,
+               **{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}}
+        print(json.dumps(out))
+    else:
+        dp = par.dp if par is not None else parallel.dp
+        header = (f"{model.name} on {system.name} x{system.num_gpus}: tp={parallel.tp} "
+                  f"pp={parallel.pp} dp={dp} cp={parallel.cp} ep={parallel.ep} vp={parallel.vp}")
+        print(_format(row, header))
+        if not row["feasible"] and par is None:
+            print(f"  ({reason})")
+    return 0
