@@ -7,6 +7,10 @@ message reaches the next device after ``int(latency + size / bw)`` ns and the li
 ``int(size / bw)`` ns, after which the next queued message starts. Routes go dimension by
 dimension in ascending order: Ring = shortest direction (clockwise on a tie), one link per hop;
 FullyConnected = one direct link; Switch = NPU -> switch -> NPU (the switch is an extra device).
+
+A symmetry-reduced run (simcore.astra.symmetry) passes ``device_map``: on a single Switch
+dimension, the up-link of NPU x and the down-link to x are the links of x's representative,
+which carry, by symmetry, exactly the same traffic at the same times.
 """
 
 from __future__ import annotations
@@ -49,13 +53,20 @@ class _Message:
 class AwareNetwork:
     """Per-link FIFO queueing on the routes of a :class:`Topology`."""
 
-    def __init__(self, topology: Topology, events: EventQueue) -> None:
+    def __init__(
+        self, topology: Topology, events: EventQueue, device_map: Callable[[int], int] | None = None
+    ) -> None:
+        """``device_map`` folds NPUs onto their symmetry representatives (1-D Switch only)."""
         self.topology = topology
         self.events = events
+        self._map = device_map
         self._links: dict[tuple[Device, Device], Link] = {}
         self._routes: dict[tuple[int, int], list[Link]] = {}
 
     def _link(self, a: Device, b: Device, dim: int) -> Link:
+        if self._map is not None:
+            a = (self._map(a[0]),) if len(a) == 1 else a
+            b = (self._map(b[0]),) if len(b) == 1 else b
         link = self._links.get((a, b))
         if link is None:
             topo = self.topology

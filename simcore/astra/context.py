@@ -1,0 +1,49 @@
+"""Shared state of one ASTRA-sim-compatible run: clock, network, message matching, configs.
+
+``rep[npu]`` is the NPU that stands for ``npu`` in a symmetry-reduced run (identity otherwise);
+messages are matched between representatives while the network still costs the real route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simcore.network.aware import AwareNetwork
+from simcore.network.event_queue import EventQueue
+from simcore.network.messaging import Messenger
+from simcore.network.topology import Topology
+from simcore.network.unaware import UnawareNetwork
+from simcore.specs.astra import CommGroupsSpec, RemoteMemorySpec, SystemSpec
+
+__all__ = ["AstraContext", "make_context"]
+
+
+@dataclass
+class AstraContext:
+    """Everything the workload and system layers of all simulated NPUs share."""
+
+    system: SystemSpec
+    topology: Topology
+    events: EventQueue
+    messenger: Messenger
+    rep: list[int]
+    groups: CommGroupsSpec = field(default_factory=CommGroupsSpec)
+    remote_memory: RemoteMemorySpec = field(default_factory=RemoteMemorySpec)
+    backend: str = "unaware"
+    memory_free_at_ns: dict[int, int] = field(default_factory=dict)
+
+
+def make_context(system: SystemSpec, topology: Topology, backend: str, rep: list[int] | None = None,
+                 groups: CommGroupsSpec | None = None, remote_memory: RemoteMemorySpec | None = None
+                 ) -> AstraContext:
+    """A fresh context; ``rep`` folds NPUs onto representatives (identity if None)."""
+    events = EventQueue()
+    reps = list(range(topology.npus)) if rep is None else rep
+    identity = reps == list(range(topology.npus))
+    network: AwareNetwork | UnawareNetwork
+    if backend == "aware":
+        network = AwareNetwork(topology, events, None if identity else reps.__getitem__)
+    else:
+        network = UnawareNetwork(topology, events)
+    return AstraContext(system, topology, events, Messenger(network), reps,
+                        groups or CommGroupsSpec(), remote_memory or RemoteMemorySpec(), backend)

@@ -1,0 +1,197 @@
+"""ASTRA-sim's workload layer for one NPU (reference §1.1, §1.5; ``Workload.cc``, ``HardwareResource.cc``).
+
+- A node is ready when all its data and control parents finished (feeder_v3).
+- Ready nodes are issued in ascending node id while their hardware slot is free: at most one
+  CPU op (``is_cpu_op``), one GPU compute op and one GPU communication op (collective or send)
+  in flight; receives, metadata, invalid and remote-memory nodes take no slot.
+- COMP: roofline (``roofline-enabled`` and not a CPU op): t = num_ops / min(local-mem-bw*1e9*OI,
+  peak-perf*1e12) s with OI = num_ops / tensor_size, truncated to ns (tensor_size 0: finishes at
+  once); otherwise replay: ``duration_micros * 1000`` ns, 1 ns if 0. GPU compute time is summed.
+- COMM_COLL: all-reduce / all-gather / reduce-scatter / all-to-all go to the system layer (native
+  or custom algorithm); broadcast is replayed from its duration; other types are errors.
+- SEND completes when the message arrives (both callbacks fire on arrival); RECV when its
+  matching message has arrived.
+- MEM_LOAD / MEM_STORE go to the analytical remote memory.
+The NPU finishes when its last node finishes; exposed communication = finish - GPU compute time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+from simcore.astra.program import NodeType, RankProgram
+from simcore.errors import InputError
+
+if TYPE_CHECKING:
+    from simcore.astra.context import AstraContext
+    from simcore.astra.system import SystemLayer
+
+__all__ = ["WorkloadRank"]
+
+_COMM = {0: "all_reduce", 2: "all_gather", 6: "all_to_all", 7: "reduce_scatter"}
+_FREE, _COMP, _CPU, _COMMSLOT = 0, 1, 2, 3
+
+
+class WorkloadRank:
+    """Issues one rank's nodes; ``finish_ns`` and ``gpu_compute_ns`` hold the results."""
+
+    def __init__(self, npu: int, program: RankProgram, ctx: AstraContext, system: SystemLayer) -> None:
+        self.npu = npu
+        self.program = program
+        self.ctx = ctx
+        self.system = system
+        self.finish_ns = 0
+        self.gpu_compute_ns = 0
+        self.completed = 0
+        self._ids = program.ids.tolist()
+        self._types = program.types.tolist()
+        self._pending = (program.parents_ptr[1:] - program.parents_ptr[:-1]).tolist()
+        cptr, cidx = program.children()
+        self._cptr, self._cidx = cptr.tolist(), cidx.tolist()
+        cpu = program.is_cpu_op.tolist()
+        self._slot = [
+            _CPU if cpu[i] else _COMP if t == NodeType.COMP else _COMMSLOT if t in (NodeType.SEND, NodeType.COLL)
+            else _FREE for i, t in enumerate(self._types)
+        ]
+        self._heaps: list[list[tuple[int, int]]] = [[], [], [], []]
+        self._busy = [False, False, False, False]
+        self._runtime = self._compute_runtimes()
+        self.collective_handler = system.generate
+
+    def _compute_runtimes(self) -> list[int]:
+        """Runtime (ns) of every COMP / replayed node, precomputed (roofline or replay)."""
+        spec = self.ctx.system
+        program = self.program
+        dur = program.duration_us.tolist()
+        ops, ts = program.attr("num_ops").tolist(), program.attr("tensor_size").tolist()
+        cpu = program.is_cpu_op.tolist()
+        out = []
+        bw, peak = spec.local_mem_bw_GBps * 1e9, spec.peak_perf_TFLOPS * 1e12
+        for i, t in enumerate(self._types):
+            if t == NodeType.COMP and spec.roofline_enabled and not cpu[i] and not spec.replay_only:
+                if ts[i] <= 0 or ops[i] <= 0:
+                    out.append(0)
+                    continue
+                if bw <= 0 or peak <= 0:
+                    raise InputError("roofline-enabled", 1, "needs local-mem-bw > 0 and peak-perf > 0")
+                perf = min(bw * (ops[i] / ts[i]), peak)
+                out.append(int(ops[i] / perf * 1e9))
+            else:
+                out.append(dur[i] * 1000 if dur[i] > 0 else 1)
+        return out
+
+    # ------------------------------------------------------------------ issue loop
+    def start(self) -> None:
+        """Make the root nodes ready and issue what can run at t = 0."""
+        for i, pending in enumerate(self._pending):
+            if pending == 0:
+                heapq.heappush(self._heaps[self._slot[i]], (self._ids[i], i))
+        self.issue()
+
+    def issue(self) -> None:
+        """Issue ready nodes in ascending id while their slot is free (``issue_dep_free_nodes``)."""
+        heaps, busy = self._heaps, self._busy
+        while True:
+            best = -1
+            best_id = 0
+            for cls in (_FREE, _COMP, _CPU, _COMMSLOT):
+                heap = heaps[cls]
+                if heap and (cls == _FREE or not busy[cls]) and (best < 0 or heap[0][0] < best_id):
+                    best, best_id = cls, heap[0][0]
+            if best < 0:
+                return
+            _, i = heapq.heappop(heaps[best])
+            if best != _FREE:
+                busy[best] = True
+            self._dispatch(i)
+
+    def _dispatch(self, i: int) -> None:
+        t = self._types[i]
+        if t == NodeType.COMP:
+            if self._slot[i] == _COMP:
+                self.gpu_compute_ns += self._runtime[i]
+            self.ctx.events.after(self._runtime[i], self.finish, i)
+        elif t == NodeType.COLL:
+            self._collective(i)
+        elif t == NodeType.SEND:
+            self._send(i)
+        elif t == NodeType.RECV:
+            self._recv(i)
+        elif t in (NodeType.MEM_LOAD, NodeType.MEM_STORE):
+            self.ctx.events.after(0, self._remote_memory, i)
+        else:  # METADATA, INVALID: finished at once
+            self.finish(i)
+
+    def finish(self, i: int) -> None:
+        """Node ``i`` finished now: free its slot, release its children, issue more."""
+        cls = self._slot[i]
+        if cls != _FREE:
+            self._busy[cls] = False
+        self.completed += 1
+        self.finish_ns = self.ctx.events.now_ns
+        pending, ids, slot, heaps = self._pending, self._ids, self._slot, self._heaps
+        for k in range(self._cptr[i], self._cptr[i + 1]):
+            c = self._cidx[k]
+            pending[c] -= 1
+            if pending[c] == 0:
+                heapq.heappush(heaps[slot[c]], (ids[c], c))
+        self.issue()
+
+    # ------------------------------------------------------------------ node kinds
+    def _where(self, i: int) -> str:
+        return f"{self.program.source}:node {self._ids[i]}"
+
+    def _collective(self, i: int) -> None:
+        program, ctx = self.program, self.ctx
+        comm_type = int(program.attr("comm_type")[i])
+        if self.ctx.system.replay_only or comm_type == 5:
+            self.ctx.events.after(self._runtime[i], self.finish, i)
+            return
+        if comm_type not in _COMM:
+            raise InputError(f"{self._where(i)}:comm_type", comm_type, "unsupported collective comm type")
+        group = self.group_of(i)
+        size = int(program.attr("comm_size")[i])
+        if size < 0:
+            raise InputError(f"{self._where(i)}:comm_size", None, "a collective needs comm_size")
+        priority = int(program.attr("comm_priority")[i])
+        self.collective_handler(_COMM[comm_type], size, group, program.involved_dim[i], priority, self.finish, i)
+        del ctx
+
+    def group_of(self, i: int) -> tuple[int, ...] | None:
+        """Members of node ``i``'s communicator group (None = all NPUs)."""
+        pg = self.program.pg_name[i]
+        if pg is None or pg in ("", "0"):
+            return None
+        if not pg.isdigit():
+            raise InputError(f"{self._where(i)}:pg_name", pg, "must name a communicator group id")
+        members = self.ctx.groups.members(int(pg))
+        if members is None:
+            raise InputError(f"{self._where(i)}:pg_name", pg, "no such group in the comm-group configuration")
+        return members
+
+    def _peer(self, i: int, name: str) -> int:
+        peer = int(self.program.attr(name)[i])
+        if peer < 0:
+            raise InputError(f"{self._where(i)}:{name}", None, "send/recv needs its peer")
+        self.ctx.topology.check_npu(f"{self._where(i)}:{name}", peer)
+        return peer
+
+    def _send(self, i: int) -> None:
+        dst = self._peer(i, "comm_dst")
+        prog = self.program
+        tag, size = int(prog.attr("comm_tag")[i]), int(prog.attr("comm_size")[i])
+        self.ctx.messenger.send(self.npu, self.ctx.rep[dst], tag, max(size, 0), self.finish, i, route_dst=dst)
+
+    def _recv(self, i: int) -> None:
+        src = self._peer(i, "comm_src")
+        prog = self.program
+        tag, size = int(prog.attr("comm_tag")[i]), int(prog.attr("comm_size")[i])
+        self.ctx.messenger.recv(self.ctx.rep[src], self.npu, tag, max(size, 0), self.finish, i)
+
+    def _remote_memory(self, i: int) -> None:
+        from simcore.astra.remote_memory import access_delay_ns
+
+        size = int(self.program.attr("tensor_size")[i])
+        delay = access_delay_ns(self.ctx, self.npu, max(size, 0), self._where(i))
+        self.ctx.events.after(delay, self.finish, i)
