@@ -18,6 +18,7 @@ The NPU finishes when its last node finishes; exposed communication = finish - G
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from simcore.astra.program import NodeType, RankProgram
@@ -57,7 +58,7 @@ class WorkloadRank:
         self._heaps: list[list[tuple[int, int]]] = [[], [], [], []]
         self._busy = [False, False, False, False]
         self._runtime = self._compute_runtimes()
-        self.collective_handler = system.generate
+        self.collective_handler: Callable[..., None] = system.generate
 
     def _compute_runtimes(self) -> list[int]:
         """Runtime (ns) of every COMP / replayed node, precomputed (roofline or replay)."""
