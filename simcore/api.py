@@ -23,15 +23,13 @@ from simcore.engine.evaluate import (
 from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
 from simcore.hardware.batch import SystemBatch
+from simcore.memory import check_memory
 from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
-from simcore.workload import _standin_memory as memory
 from simcore.workload.transformer import build_transformer
 
 __all__ = ["check_structure", "compiled_workload", "simulate_batch", "structure_key"]
-
-_GIB = float(2**30)
 
 
 def structure_key(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec) -> Hashable:
@@ -130,23 +128,17 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
     cw = _compiled(model, par, systems[0].gpus_per_node)
     sb = SystemBatch.from_specs(systems)
     peak = sb.peak_flops[par.precision]
-    mem_bytes = max(memory.footprint_bytes(model, par, s)["total"] for s in range(par.pp))
-    fits = mem_bytes <= sb.hbm_capacity_bytes
+    fits, peak_gib, reasons = check_memory(model, par, sb)
     _, bd = evaluate_times(cw, template_durations(cw, sb, par.precision))
     flops = model.model_flops_per_sample() * par.global_batch
     tflops = flops / bd.iteration_time_s / par.num_gpus / 1e12
     exposed_total = np.zeros(b)
     for v in bd.exposed_by_kind.values():
         exposed_total += v
-    reasons = tuple(
-        "" if ok else f"out of memory: {mem_bytes / _GIB:.1f} GiB per GPU > "
-        f"{s.accelerator.hbm_capacity_gib:g} GiB"
-        for ok, s in zip(fits, systems, strict=True)
-    )
     return BatchResult(
         iteration_time_s=bd.iteration_time_s, compute_s=bd.compute_s,
         exposed_comm_s=exposed_total, bubble_s=bd.bubble_s,
-        peak_memory_gib=np.full(b, mem_bytes / _GIB), model_tflops_per_gpu=tflops,
+        peak_memory_gib=peak_gib, model_tflops_per_gpu=tflops,
         mfu=tflops * 1e12 / peak, feasible=fits, reason=reasons,
         exposed_comm_by_kind=bd.exposed_by_kind,
     )

@@ -26,17 +26,60 @@ __all__ = ["union_measure"]
 FloatArray = NDArray[np.float64]
 
 
-def union_measure(starts: FloatArray, ends: FloatArray) -> FloatArray:
-    """(B,) total length of the union of intervals ``[starts[i], ends[i]]``, each (n, B)."""
-    if starts.shape[0] == 0:
-        return np.zeros(starts.shape[1])
+def _union_pieces(starts: FloatArray, ends: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Disjoint pieces (lo, hi), each (n, B), whose union is that of the intervals; a piece
+    may be empty (lo == hi). Sort by start, then clip each interval by the running end."""
     order = np.argsort(starts, axis=0, kind="stable")
     s = np.take_along_axis(starts, order, axis=0)
     e = np.take_along_axis(ends, order, axis=0)
     run = np.maximum.accumulate(e, axis=0)
     prev = np.concatenate([s[:1], run[:-1]], axis=0)
-    covered = np.maximum(0.0, e - np.maximum(s, prev))
-    return np.asarray(covered.sum(axis=0))
+    lo = np.maximum(s, prev)
+    return lo, np.maximum(lo, e)
+
+
+def union_measure(starts: FloatArray, ends: FloatArray) -> FloatArray:
+    """(B,) total length of the union of intervals ``[starts[i], ends[i]]``, each (n, B)."""
+    if starts.shape[0] == 0:
+        return np.zeros(starts.shape[1])
+    lo, hi = _union_pieces(starts, ends)
+    return np.asarray((hi - lo).sum(axis=0))
+
+
+class _Cover:
+    """G(t) = |C n [0, t]| for C the union of disjoint intervals sorted by start (the same
+    order in every column: an in-order stream), evaluated for (m, B) queries with one
+    ``searchsorted`` over all columns (each column shifted by its own offset)."""
+
+    def __init__(self, starts: FloatArray, ends: FloatArray) -> None:
+        n, b = starts.shape
+        self.n, self.b = n, b
+        span = float(max(np.abs(ends).max(), np.abs(starts).max())) if n else 0.0
+        self.offset = np.arange(b, dtype=np.float64)[:, None] * (2.0 * span + 1.0)
+        self.flat = (starts.T + self.offset).ravel()
+        self.ends = np.ascontiguousarray(ends.T)
+        self.prefix = np.cumsum(self.ends - starts.T, axis=1)
+
+    def covered(self, t: FloatArray) -> FloatArray:
+        """(m, B) G(t) for (m, B) times ``t``."""
+        if self.n == 0:
+            return np.zeros_like(t)
+        q = t.T + self.offset
+        j = np.searchsorted(self.flat, q.ravel(), side="right").reshape(q.shape)
+        j -= (np.arange(self.b) * self.n)[:, None]
+        jj = np.maximum(j - 1, 0)
+        rows = np.arange(self.b)[:, None]
+        inside = np.maximum(0.0, self.ends[rows, jj] - t.T)
+        g = np.where(j > 0, self.prefix[rows, jj] - inside, 0.0)
+        return np.asarray(g.T)
+
+    def exposed(self, starts: FloatArray, ends: FloatArray) -> FloatArray:
+        """(B,) length of the union of the intervals outside C."""
+        if starts.shape[0] == 0:
+            return np.zeros(self.b)
+        lo, hi = _union_pieces(starts, ends)
+        inside = self.covered(hi) - self.covered(lo)
+        return np.asarray(((hi - lo) - inside).sum(axis=0))
 
 
 def exposed_by_kind(
@@ -44,18 +87,19 @@ def exposed_by_kind(
     comp_end: FloatArray,
     comm: dict[str, tuple[FloatArray, FloatArray]],
 ) -> dict[str, FloatArray]:
-    """Exposed time of each comm kind against the compute-stream intervals (all (n, B))."""
+    """Exposed time of each comm kind against the compute-stream intervals.
+
+    Args:
+        comp_start, comp_end: (n, B) intervals of one in-order compute stream, in issue order.
+        comm: kind -> (starts, ends), each (n_k, B), in any order.
+    """
     b = comp_start.shape[1]
-    base = union_measure(comp_start, comp_end)
-    raw: dict[str, FloatArray] = {}
-    for kind, (s, e) in comm.items():
-        if s.shape[0]:
-            raw[kind] = union_measure(np.vstack([comp_start, s]), np.vstack([comp_end, e])) - base
+    cover = _Cover(comp_start, comp_end)
+    raw = {k: cover.exposed(s, e) for k, (s, e) in comm.items() if s.shape[0]}
     if not raw:
         return {}
-    all_s = np.vstack([comp_start] + [comm[k][0] for k in raw])
-    all_e = np.vstack([comp_end] + [comm[k][1] for k in raw])
-    total = union_measure(all_s, all_e) - base
+    total = cover.exposed(np.vstack([comm[k][0] for k in raw]),
+                          np.vstack([comm[k][1] for k in raw]))
     summed = np.zeros(b)
     for v in raw.values():
         summed += v

@@ -171,7 +171,7 @@ class _Generator:
 
         self.opt_tmpl = opt
         act = p.micro_batch * m.seq_len // p.cp * m.hidden_size * 2.0
-        act /= p.tp if (p.sequence_parallel and p.tp > 1) else 1
+        act /= p.tp  # Megatron's scatter/gather: each TP rank sends 1/tp (Narayanan'21 4.1)
         k = ops.kernel("p2p", act, float(sp["pp"].cross_node))
         self.p2p_tmpl = ops.template("pp_send", [(k, 1.0)], _PP)
 
