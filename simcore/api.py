@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from functools import lru_cache
+from typing import Any, cast
 
 import numpy as np
 
@@ -128,7 +129,8 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
     cw = _compiled(model, par, systems[0].gpus_per_node)
     sb = SystemBatch.from_specs(systems)
     peak = sb.peak_flops[par.precision]
-    fits, peak_gib, reasons = check_memory(model, par, sb)
+    # frozen specs satisfy calib's ModelLike/ParallelLike read-only; mypy wants settable
+    fits, peak_gib, reasons = check_memory(cast(Any, model), cast(Any, par), sb)
     _, bd = evaluate_times(cw, template_durations(cw, sb, par.precision))
     flops = model.model_flops_per_sample() * par.global_batch
     tflops = flops / bd.iteration_time_s / par.num_gpus / 1e12
