@@ -6,8 +6,10 @@ messages are matched between representatives while the network still costs the r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from simcore.astra.program import RankProgram
 from simcore.network.aware import AwareNetwork
 from simcore.network.event_queue import EventQueue
 from simcore.network.messaging import Messenger
@@ -31,6 +33,24 @@ class AstraContext:
     remote_memory: RemoteMemorySpec = field(default_factory=RemoteMemorySpec)
     backend: str = "unaware"
     memory_free_at_ns: dict[int, int] = field(default_factory=dict)
+    custom_programs: dict[tuple[str, int], RankProgram] = field(default_factory=dict)
+    custom_loader: Callable[[str, int], RankProgram] | None = None
+
+    def load_custom(self, prefix: str, pos: int) -> RankProgram:
+        """Rank ``pos``'s graph of the custom algorithm ``prefix`` (``<prefix>.<pos>.et``), cached."""
+        key = (prefix, pos)
+        program = self.custom_programs.get(key)
+        if program is None and self.custom_loader is not None:
+            program = self.custom_loader(prefix, pos)
+        if program is None:
+            from simcore.astra.load import program_from_trace
+            from simcore.astra.program import check_acyclic
+            from simcore.traces.et import read_trace
+
+            program = program_from_trace(read_trace(f"{prefix}.{pos}.et"))
+            check_acyclic(program)
+            self.custom_programs[key] = program
+        return program
 
 
 def make_context(system: SystemSpec, topology: Topology, backend: str, rep: list[int] | None = None,

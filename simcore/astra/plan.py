@@ -37,6 +37,7 @@ class Phase:
     size: int
     queue: int
     transfer_delay_ns: int
+    custom: str | None = None  # path prefix of a custom algorithm (reference §1.4)
 
 
 def chunk_sizes(comm: str, size: int, splits: int, total_nodes: int) -> list[int]:

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from simcore.errors import InputError
 
-__all__ = ["NodeType", "RankProgram"]
+__all__ = ["INT_ATTRS", "NodeType", "RankProgram", "check_acyclic"]
 
 
 class NodeType:
@@ -35,7 +35,7 @@ class NodeType:
     COLL = 7
 
 
-_INT_ATTRS = ("num_ops", "tensor_size", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
+INT_ATTRS = ("num_ops", "tensor_size", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
               "comm_priority")
 
 
@@ -53,7 +53,8 @@ class RankProgram:
     duration_us: NDArray[np.int64]
     ints: Mapping[str, NDArray[np.int64]]
     is_cpu_op: NDArray[np.bool_]
-    pg_name: tuple[str | None, ...]
+    pg_codes: NDArray[np.int32]
+    pg_names: tuple[str, ...]
     involved_dim: tuple[tuple[bool, ...] | None, ...]
     parents_ptr: NDArray[np.int64]
     parents: NDArray[np.int64]
@@ -62,6 +63,11 @@ class RankProgram:
     def num_nodes(self) -> int:
         """Number of nodes."""
         return int(self.ids.shape[0])
+
+    def pg_name(self, i: int) -> str | None:
+        """``pg_name`` of node ``i`` (None if absent)."""
+        code = int(self.pg_codes[i])
+        return None if code < 0 else self.pg_names[code]
 
     def attr(self, name: str) -> NDArray[np.int64]:
         """Integer attribute column ``name`` (-1 where absent)."""
@@ -84,7 +90,7 @@ class RankProgram:
         ids = np.array([int(r["id"]) for r in records], dtype=np.int64)
         types = np.array([int(r.get("type", 0)) for r in records], dtype=np.int8)
         duration = np.array([int(r.get("duration_micros", 0)) for r in records], dtype=np.int64)
-        ints = {name: np.full(n, -1, dtype=np.int64) for name in _INT_ATTRS}
+        ints = {name: np.full(n, -1, dtype=np.int64) for name in INT_ATTRS}
         cpu = np.zeros(n, dtype=np.bool_)
         pg: list[str | None] = [None] * n
         dims: list[tuple[bool, ...] | None] = [None] * n
@@ -109,7 +115,7 @@ class RankProgram:
         duration_us: NDArray[np.int64],
         ints: Mapping[str, NDArray[np.int64]],
         is_cpu_op: NDArray[np.bool_],
-        pg_name: tuple[str | None, ...],
+        pg_name: Sequence[str | None],
         involved_dim: tuple[tuple[bool, ...] | None, ...],
         dep_ids: Sequence[Sequence[int]],
     ) -> RankProgram:
@@ -129,13 +135,15 @@ class RankProgram:
                     seen.add(j)
                     flat.append(j)
             ptr[i + 1] = len(flat)
-        program = RankProgram(source, ids, types, duration_us, dict(ints), is_cpu_op, pg_name, involved_dim,
+        names = tuple(sorted({p for p in pg_name if p is not None}))
+        codes = np.array([-1 if p is None else names.index(p) for p in pg_name], dtype=np.int32)
+        program = RankProgram(source, ids, types, duration_us, dict(ints), is_cpu_op, codes, names, involved_dim,
                               ptr, np.array(flat, dtype=np.int64))
-        _check_acyclic(program)
+        check_acyclic(program)
         return program
 
 
-def _check_acyclic(program: RankProgram) -> None:
+def check_acyclic(program: RankProgram) -> None:
     """Raise :class:`InputError` naming a node on a dependency cycle (Kahn's algorithm)."""
     n = program.num_nodes
     pending = np.diff(program.parents_ptr).astype(np.int64)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcore.astra.context import AstraContext, make_context
-from simcore.astra.program import RankProgram
+from simcore.astra.program import RankProgram, check_acyclic
 from simcore.astra.symmetry import representatives
 from simcore.astra.system import SystemLayer
 from simcore.astra.workload import WorkloadRank
@@ -68,19 +68,29 @@ def _noop(_: Any) -> None:
 
 def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network: NetworkSpec,
                    backend: str = "unaware", groups: CommGroupsSpec | None = None,
-                   remote_memory: RemoteMemorySpec | None = None, fold: bool = True) -> list[NpuResult]:
-    """Simulate one ET program per NPU; returns one :class:`NpuResult` per NPU in id order."""
+                   remote_memory: RemoteMemorySpec | None = None, fold: bool = True,
+                   custom_loader: Callable[[str, int], RankProgram] | None = None) -> list[NpuResult]:
+    """Simulate one ET program per NPU; returns one :class:`NpuResult` per NPU in id order.
+
+    ``custom_loader(prefix, pos)`` supplies custom-algorithm graphs (default: read ``<prefix>.<pos>.et``).
+    """
     if backend not in ("unaware", "aware"):
         raise InputError("network-backend", backend, "must be unaware or aware")
     topology = Topology(network)
     if len(programs) != topology.npus:
         raise InputError("workload", len(programs), f"needs one ET file per NPU ({topology.npus})")
     groups = groups or CommGroupsSpec()
-    rep = representatives(programs, groups, topology, backend) if fold else list(range(topology.npus))
+    custom = system.per_node_custom_implementation or any(
+        getattr(system, f"{c}_implementation_custom") for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+    )  # a custom algorithm's per-rank graphs need not be alike: never fold then
+    rep = representatives(programs, groups, topology, backend) if fold and not custom else list(range(topology.npus))
     ctx = make_context(system, topology, backend, rep, groups, remote_memory)
+    if custom_loader is not None:
+        ctx.custom_loader = custom_loader
     folded = rep != list(range(topology.npus))
     ranks = {}
     for npu in sorted(set(rep)):
+        check_acyclic(programs[npu])  # folded ranks have the same dependencies as their representative
         rank = WorkloadRank(npu, programs[npu], ctx, SystemLayer(npu, ctx))
         if folded and backend == "unaware" and not system.replay_only:
             rank.collective_handler = _IsolatedCollectives(ctx, npu)

@@ -21,6 +21,7 @@ import hashlib
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from simcore.astra.program import NodeType, RankProgram
 from simcore.network.topology import Topology
@@ -29,7 +30,13 @@ from simcore.specs.astra import CommGroupsSpec
 __all__ = ["representatives"]
 
 
-def _base_hash(program: RankProgram, groups: CommGroupsSpec) -> bytes:
+def _group_ids(program: RankProgram) -> NDArray[np.int64]:
+    """Per node: the communicator group id of its ``pg_name`` (0 = all NPUs / none)."""
+    table = np.array([int(p) if p.isdigit() else 0 for p in program.pg_names] + [0], dtype=np.int64)
+    return table[program.pg_codes]
+
+
+def _base_hash(program: RankProgram, group_ids: NDArray[np.int64], sizes: dict[int, int]) -> bytes:
     h = hashlib.blake2b(digest_size=16)
     for arr in (program.ids, program.types, program.duration_us, program.is_cpu_op, program.parents_ptr,
                 program.parents):
@@ -37,29 +44,18 @@ def _base_hash(program: RankProgram, groups: CommGroupsSpec) -> bytes:
     for name in sorted(program.ints):
         if name not in ("comm_src", "comm_dst"):
             h.update(np.ascontiguousarray(program.ints[name]).tobytes())
-    sizes = []
-    for pg in program.pg_name:
-        members = groups.members(int(pg)) if pg and pg.isdigit() and pg != "0" else None
-        sizes.append(-1 if members is None else len(members))
-    h.update(np.array(sizes, dtype=np.int64).tobytes())
+    lookup = np.vectorize(lambda g: sizes.get(int(g), -1), otypes=[np.int64])
+    distinct, inverse = np.unique(group_ids, return_inverse=True)
+    h.update(lookup(distinct)[inverse].tobytes())
     h.update(repr(program.involved_dim).encode())
     return h.digest()
 
 
-def _peers(program: RankProgram) -> list[int]:
+def _peers(program: RankProgram) -> NDArray[np.int64]:
     types = program.types
     src, dst = program.attr("comm_src"), program.attr("comm_dst")
     peer = np.where(types == NodeType.SEND, dst, np.where(types == NodeType.RECV, src, -1))
-    return [int(p) for p in peer[peer >= 0]]
-
-
-def _group_lists(program: RankProgram, groups: CommGroupsSpec, npus: int) -> list[tuple[int, ...]]:
-    out = []
-    for i in np.flatnonzero(program.types == NodeType.COLL).tolist():
-        pg = program.pg_name[i]
-        members = groups.members(int(pg)) if pg and pg.isdigit() and pg != "0" else None
-        out.append(tuple(range(npus)) if members is None else members)
-    return out
+    return peer[peer >= 0]
 
 
 def _symmetric_network(topology: Topology, backend: str) -> bool:
@@ -68,33 +64,50 @@ def _symmetric_network(topology: Topology, backend: str) -> bool:
     return topology.kinds[0] == "Switch" or (backend == "unaware" and topology.kinds[0] == "FullyConnected")
 
 
+def _ids(keys: Sequence[bytes]) -> NDArray[np.int64]:
+    """Dense colour ids in order of first appearance."""
+    first: dict[bytes, int] = {}
+    return np.array([first.setdefault(k, len(first)) for k in keys], dtype=np.int64)
+
+
 def representatives(programs: Sequence[RankProgram], groups: CommGroupsSpec, topology: Topology,
                     backend: str) -> list[int]:
     """``rep[r]``: the rank that stands for rank ``r`` (itself if no safe folding exists)."""
     n = len(programs)
     identity = list(range(n))
-    if not _symmetric_network(topology, backend):
+    if not _symmetric_network(topology, backend) or n < 2:
         return identity
-    colors = [_base_hash(p, groups) for p in programs]
+    members = {gid: np.array(m, dtype=np.int64) for gid, m in groups.groups}
+    members[0] = np.arange(n, dtype=np.int64)
+    sizes = {gid: len(m) for gid, m in members.items()}
+    coll = [np.flatnonzero(p.types == NodeType.COLL) for p in programs]
+    gids = [_group_ids(p)[c] for p, c in zip(programs, coll, strict=True)]
+    if any(int(g) not in members for ids in gids for g in np.unique(ids)):
+        return identity  # an unknown group: the workload layer reports it
     peers = [_peers(p) for p in programs]
-    members = [_group_lists(p, groups, n) for p in programs]
-    classes = len(set(colors))
+    if any(((p < 0) | (p >= n)).any() for p in peers):
+        return identity
+    color = _ids([_base_hash(p, _group_ids(p), sizes) for p in programs])
+    classes = int(color.max()) + 1
     while True:
-        new = []
+        gcolor = {gid: hashlib.blake2b(np.sort(color[m]).tobytes(), digest_size=8).digest()
+                  for gid, m in members.items()}
+        gcode = {gid: i for i, gid in enumerate(gcolor)}
+        gnum = _ids(list(gcolor.values()))
+        keys = []
         for r in range(n):
-            h = hashlib.blake2b(colors[r], digest_size=16)
-            h.update(b"".join(colors[p] for p in peers[r] if 0 <= p < n))
-            for group in members[r]:
-                h.update(b"|" + b"".join(sorted(colors[m] for m in group if 0 <= m < n)))
-            new.append(h.digest())
-        colors = new
-        if len(set(colors)) == classes:
+            h = hashlib.blake2b(int(color[r]).to_bytes(8, "little"), digest_size=16)
+            h.update(color[peers[r]].tobytes())
+            h.update(gnum[[gcode[int(g)] for g in np.unique(gids[r])]].tobytes() if gids[r].size else b"")
+            h.update(np.unique(gids[r], return_inverse=True)[1].tobytes())
+            keys.append(h.digest())
+        color = _ids(keys)
+        if int(color.max()) + 1 == classes:
             break
-        classes = len(set(colors))
-    first: dict[bytes, int] = {}
-    rep = [first.setdefault(c, r) for r, c in enumerate(colors)]
+        classes = int(color.max()) + 1
     for r in range(n):
-        for group in members[r]:
-            if any(colors[m] != colors[r] for m in group if 0 <= m < n):
+        for g in np.unique(gids[r]).tolist():
+            if (color[members[g]] != color[r]).any():
                 return identity
-    return rep
+    first: dict[int, int] = {}
+    return [first.setdefault(int(c), r) for r, c in enumerate(color)]

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from simcore.astra.algorithms import Step, lanes_for
+from simcore.astra.custom import CustomRun
 from simcore.astra.plan import Phase, chunk_sizes, phases_for
 from simcore.errors import InputError
 
@@ -83,12 +84,21 @@ class SystemLayer:
 
     # ----------------------------------------------------------------- collectives
     def generate(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
-                 explicit_priority: int, on_done: Callable[[Any], None], arg: Any) -> None:
-        """Start a collective; ``on_done(arg)`` runs when every chunk has finished."""
+                 explicit_priority: int, on_done: Callable[[Any], None], arg: Any, custom: str | None = None
+                 ) -> None:
+        """Start a collective; ``on_done(arg)`` runs when every chunk has finished.
+
+        ``custom`` is the path prefix of a custom algorithm (one stream, no chunking).
+        """
         total = len(group) if group is not None else self.ctx.topology.npus
-        chunks = chunk_sizes(comm, size, self.spec.preferred_dataset_splits, total)
-        plans = [phases_for(self.spec, self.ctx.topology, self.npu, comm, c, group, involved) for c in chunks]
-        plans = [p for p in plans if p]
+        plans: list[list[Phase]]
+        if custom is not None:
+            members = group if group is not None else tuple(range(self.ctx.topology.npus))
+            plans = [[Phase(comm, members, "custom", 0, size, 0, 0, custom)]]
+        else:
+            chunks = chunk_sizes(comm, size, self.spec.preferred_dataset_splits, total)
+            plans = [phases_for(self.spec, self.ctx.topology, self.npu, comm, c, group, involved) for c in chunks]
+            plans = [p for p in plans if p]
         if not plans:
             self.ctx.events.after(0, on_done, arg)
             return
@@ -148,6 +158,10 @@ class SystemLayer:
         if self.npu not in phase.members:
             raise InputError(f"npu {self.npu}", list(phase.members), "issues a collective of a group it is not in")
         pos = phase.members.index(self.npu)
+        if phase.custom is not None:
+            program = self.ctx.load_custom(phase.custom, pos)
+            CustomRun(self, program, phase.members, stream.tag, lambda: self._advance(stream)).start()
+            return
         lanes = lanes_for(phase.algorithm, phase.window, phase.comm, len(phase.members), pos, phase.size,
                           stream.chunk)
         run = _PhaseRun(stream, phase, lanes)

@@ -59,6 +59,7 @@ class WorkloadRank:
         self._busy = [False, False, False, False]
         self._runtime = self._compute_runtimes()
         self.collective_handler: Callable[..., None] = system.generate
+        self._per_node = dict(ctx.system.per_node_custom_implementation)
 
     def _compute_runtimes(self) -> list[int]:
         """Runtime (ns) of every COMP / replayed node, precomputed (roofline or replay)."""
@@ -156,12 +157,17 @@ class WorkloadRank:
         if size < 0:
             raise InputError(f"{self._where(i)}:comm_size", None, "a collective needs comm_size")
         priority = int(program.attr("comm_priority")[i])
-        self.collective_handler(_COMM[comm_type], size, group, program.involved_dim[i], priority, self.finish, i)
-        del ctx
+        comm = _COMM[comm_type]
+        spec = ctx.system
+        custom = self._per_node.get(self._ids[i]) or getattr(spec, f"{comm}_implementation_custom")
+        if custom is not None:
+            self.system.generate(comm, size, group, program.involved_dim[i], priority, self.finish, i, custom)
+        else:
+            self.collective_handler(comm, size, group, program.involved_dim[i], priority, self.finish, i)
 
     def group_of(self, i: int) -> tuple[int, ...] | None:
         """Members of node ``i``'s communicator group (None = all NPUs)."""
-        pg = self.program.pg_name[i]
+        pg = self.program.pg_name(i)
         if pg is None or pg in ("", "0"):
             return None
         if not pg.isdigit():
