@@ -98,10 +98,12 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
     for rank in ranks.values():
         rank.start()
     ctx.events.run()
-    for rank in ranks.values():
-        if rank.completed != rank.program.num_nodes:
-            raise InputError(rank.program.source, f"{rank.completed}/{rank.program.num_nodes} nodes",
-                             "the workload stalled: a recv without a matching send, or a deadlock")
+    stalled = [npu for npu, rank in ranks.items() if rank.completed != rank.program.num_nodes]
+    if stalled:
+        rank = ranks[stalled[0]]
+        raise InputError("workload", f"NPUs {stalled[:8]}",
+                         f"stalled ({rank.program.num_nodes - rank.completed} nodes of {rank.program.source} never "
+                         "finished): a recv without a matching send, a collective not joined by its group, or a deadlock")
     out = []
     for npu in range(topology.npus):
         rank = ranks[rep[npu]]
