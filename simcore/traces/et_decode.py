@@ -189,7 +189,7 @@ def decode_attrs(
     return AttrTable(ptr, codes, names, kind, value, Ragged(buf, pstart, pend), doc)
 
 
-def _check_nodes(trace: EtTrace, path: str) -> None:
+def check_nodes(trace: EtTrace, path: str) -> None:
     bad = (trace.types < 0) | (trace.types > _MAX_TYPE)
     if bad.any():
         k = int(np.argmax(bad))
@@ -223,7 +223,7 @@ def decode_trace(data: bytes, path: str, check_deps: bool = True) -> EtTrace:
     except WireError as err:
         raise InputError(path, f"byte {err.offset}", err.rule) from None
     if check_deps:
-        _check_nodes(trace, path)
+        check_nodes(trace, path)
     return trace
 
 

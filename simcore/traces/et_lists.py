@@ -52,6 +52,8 @@ def decode_list(kind: int, payload: bytes) -> list[object]:
     if elem is None:
         raise InputError("attribute list", kind, "not a list kind")
     raw = _raw_elements(buf, f, elem)
+    if elem in (AttrKind.UINT64, AttrKind.FIXED64):
+        return [int(v) for v in raw]
     vals = scalar_as_float(np.full(raw.shape, int(elem), np.int8), raw)
     if elem == AttrKind.BOOL:
         return [bool(v) for v in vals]
