@@ -48,10 +48,10 @@ def infer_kind(name: str, value: AttrValue) -> AttrKind:
 
 def _scalar_raw(kind: AttrKind, v: Scalar) -> int:
     if kind == AttrKind.DOUBLE:
-        return int.from_bytes(struct.pack("<d", float(v)), "little")  # type: ignore[arg-type]
+        return int.from_bytes(struct.pack("<d", float(v)), "little")
     if kind == AttrKind.FLOAT:
-        return int.from_bytes(struct.pack("<f", float(v)), "little")  # type: ignore[arg-type]
-    iv = int(v)  # type: ignore[arg-type]
+        return int.from_bytes(struct.pack("<f", float(v)), "little")
+    iv = int(v)
     if kind in _ZIGZAG:
         return ((iv << 1) ^ (iv >> 63)) & _MASK64
     return iv & _MASK64
@@ -70,7 +70,7 @@ def encode_value(kind: AttrKind, value: AttrValue) -> tuple[int, bytes]:
     if kind in (AttrKind.STRING_LIST, AttrKind.BYTES_LIST):
         out = b""
         for x in items:
-            data = x.encode() if isinstance(x, str) else bytes(x)
+            data = x.encode() if isinstance(x, str) else bytes(x)  # type: ignore[arg-type]
             out += b"\x0a" + varint(len(data)) + data
         return 0, out
     wire = WIRE_OF_KIND[elem]
