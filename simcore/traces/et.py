@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from simcore.errors import InputError
-from simcore.traces.et_decode import decode_trace, decompress
+from simcore.traces.et_decode import decode_many, decode_trace, decompress
 from simcore.traces.et_schema import AttrKind, CommType, NodeType
 from simcore.traces.et_trace import AttrTable, EtTrace, Ragged, StrColumn
 
@@ -90,17 +90,45 @@ def trace_paths(prefix: str | os.PathLike[str], num_ranks: int | None = None) ->
     return [f"{pre}.{r}.et" for r in ranks]
 
 
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return decompress(fh.read(), path)
+
+
 def read_traces(
     prefix: str | os.PathLike[str], num_ranks: int | None = None, *, cache: bool = True,
     threads: int | None = None,
 ) -> list[EtTrace]:
-    """Read the per-rank files ``<prefix>.<rank>.et``; element r is rank r's trace."""
+    """Read the per-rank files ``<prefix>.<rank>.et``; element r is rank r's trace.
+
+    Cached files are loaded from the cache; the others are decompressed in parallel threads
+    and decoded together in ``threads`` vectorized batches (default: one per CPU, at most 4).
+    """
+    from simcore.traces import et_cache
+
     paths = trace_paths(prefix, num_ranks)
-    workers = threads or min(len(paths), os.cpu_count() or 1, 8)
-    if workers <= 1 or len(paths) == 1:
-        return [read_trace(p, cache=cache) for p in paths]
-    with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(lambda p: read_trace(p, cache=cache), paths))
+    out: list[EtTrace | None] = [et_cache.load(p) if cache else None for p in paths]
+    miss = [i for i, t in enumerate(out) if t is None]
+    if miss:
+        workers = max(1, min(threads or min(os.cpu_count() or 1, 4), len(miss)))
+        chunks = [miss[k::workers] for k in range(workers)]
+        chunks = [sorted(c) for c in chunks if c]
+
+        def decode(chunk: list[int]) -> list[EtTrace]:
+            datas = [_read_bytes(paths[i]) for i in chunk]
+            return decode_many(datas, [paths[i] for i in chunk])
+
+        if workers == 1:
+            decoded = [decode(chunks[0])]
+        else:
+            with ThreadPoolExecutor(workers) as pool:
+                decoded = list(pool.map(decode, chunks))
+        for chunk, traces in zip(chunks, decoded, strict=True):
+            for i, t in zip(chunk, traces, strict=True):
+                out[i] = t
+                if cache:
+                    et_cache.store(paths[i], t)
+    return [t for t in out if t is not None]
 
 
 def write_trace(path: str | os.PathLike[str], trace: EtTrace, compress: bool = False) -> None:

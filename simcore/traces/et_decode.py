@@ -1,40 +1,39 @@
-"""Decode the bytes of a Chakra ET file into an :class:`EtTrace`.
+"""Decode the bytes of Chakra ET files into :class:`EtTrace` objects.
 
 Encoding (reference/astra-sim-and-chakra.md §4.2, protolib.py): a stream of varint32-length-
 prefixed protobuf messages, one ``GlobalMetadata`` then ``Node``\\ s; a length of 0 ends the
 stream; the file may be gzip-compressed (detected by content, as ``openFileRd`` does). The
-framing is a short sequential scan (one step per message); everything inside the messages is
-decoded for all nodes at once by :mod:`simcore.traces._wire`. Any malformed input raises
-:class:`InputError` naming the file and the node / byte offset.
+framing is a short sequential hop from one length prefix to the next; everything inside the
+messages is decoded with numpy for all nodes of *all* files at once (the files are laid end to
+end in one buffer, which amortizes numpy's per-call cost), then split per file. Any malformed
+input raises :class:`InputError` naming the file and the node / byte offset.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
 from simcore.errors import InputError
-from simcore.traces._wire import (
-    Fields,
-    WireError,
-    categorize,
-    decode_packed_varints,
-    pad,
-    ranges,
-    read_varints,
-    walk_fields,
-)
+from simcore.traces._wire import PAD_BYTES, WireError, read_varints, walk_fields
+from simcore.traces.et_fields import NodeColumns, decode_attrs, decode_nodes, select
 from simcore.traces.et_lists import numeric_list_columns
-from simcore.traces.et_schema import WIRE_OF_KIND, NodeType
-from simcore.traces.et_trace import AttrTable, EtBulk, EtTrace, Ragged, int_columns, str_columns
+from simcore.traces.et_schema import NodeType
+from simcore.traces.et_trace import (
+    AttrTable,
+    EtBulk,
+    EtTrace,
+    Ragged,
+    StrColumn,
+    int_columns,
+    str_columns,
+)
 
-__all__ = ["decode_trace", "decompress"]
+__all__ = ["check_nodes", "decode_many", "decode_trace", "decompress"]
 
 _MAX_TYPE = max(int(t) for t in NodeType)
-_NODE_WIRE = {1: (0,), 2: (2,), 3: (0,), 4: (0, 2), 5: (0, 2), 6: (0,), 7: (0,), 8: (2,),
-              9: (2,), 10: (2,)}
 
 
 def decompress(raw: bytes, path: str) -> bytes:
@@ -55,12 +54,8 @@ def decompress(raw: bytes, path: str) -> bytes:
     return b"".join(out)
 
 
-def _frame(data: bytes, path: str) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Offsets (start, end) of each length-prefixed message, stopping at a zero length.
-
-    The loop only hops from one length prefix to the next (the one sequential step of the
-    format); the lengths are then decoded for all messages at once.
-    """
+def _frame_heads(data: bytes, path: str) -> list[int]:
+    """Offsets of the length prefixes of each message, up to a zero length or the end."""
     n = len(data)
     pos = 0
     heads: list[int] = []
@@ -74,7 +69,7 @@ def _frame(data: bytes, path: str) -> tuple[NDArray[np.int64], NDArray[np.int64]
             pos += 1 + b
             continue
         push(pos)
-        if pos + 1 < n and data[pos + 1] < 0x80 and data[pos + 1]:
+        if pos + 1 < n and 0 < data[pos + 1] < 0x80:
             pos += 2 + (b & 0x7F) + (data[pos + 1] << 7)
             continue
         length, shift, at = 0, 0, pos
@@ -93,103 +88,13 @@ def _frame(data: bytes, path: str) -> tuple[NDArray[np.int64], NDArray[np.int64]
             heads.pop()
             break
         pos += length
-    buf = np.frombuffer(data + bytes(16), dtype=np.uint8)
-    head = np.array(heads, dtype=np.int64)
-    lengths, starts = read_varints(buf, head, np.full(head.shape, n + 16), head)
-    ends = starts + lengths.astype(np.int64)
-    over = ends > n
-    if over.any():
-        k = int(np.argmax(over))
-        raise InputError(
-            path, f"byte {int(head[k])}",
-            f"message of {int(lengths[k])} bytes runs past the end ({n} bytes)",
-        )
-    return starts, ends
-
-
-def _select(f: Fields, number: int, wires: tuple[int, ...], what: str, path: str) -> NDArray[np.int64]:
-    sel = np.flatnonzero(f.field == number)
-    bad = ~np.isin(f.wire[sel], wires)
-    if bad.any():
-        k = sel[np.argmax(bad)]
-        raise InputError(
-            path, f"{what} #{int(f.owner[k])} byte {int(f.start[k])}",
-            f"field {number} has wire type {int(f.wire[k])}, expected {wires}",
-        )
-    return sel
-
-
-def _repeated_varints(
-    buf: NDArray[np.uint8], f: Fields, sel: NDArray[np.int64], n: int
-) -> tuple[NDArray[np.int64], NDArray[np.uint64]]:
-    """CSR (ptr, values) of a repeated varint field, packed or not, in wire order."""
-    packed = f.wire[sel] == 2
-    counts = np.ones(sel.shape[0], dtype=np.int64)
-    pk = sel[packed]
-    pcounts, pvalues = decode_packed_varints(buf, f.start[pk], f.end[pk])
-    counts[packed] = pcounts
-    offsets = np.zeros(sel.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    values = np.zeros(int(offsets[-1]), dtype=np.uint64)
-    values[offsets[:-1][~packed]] = f.value[sel[~packed]]
-    values[ranges(offsets[:-1][packed], offsets[1:][packed])] = pvalues
-    per_node = np.bincount(f.owner[sel], weights=counts, minlength=n).astype(np.int64)
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(per_node, out=ptr[1:])
-    return ptr, values
-
-
-def _ragged_field(
-    buf: NDArray[np.uint8], f: Fields, sel: NDArray[np.int64], n: int
-) -> tuple[Ragged, NDArray[np.bool_]]:
-    start = np.zeros(n, dtype=np.int64)
-    end = np.zeros(n, dtype=np.int64)
-    present = np.zeros(n, dtype=bool)
-    start[f.owner[sel]] = f.start[sel]
-    end[f.owner[sel]] = f.end[sel]
-    present[f.owner[sel]] = True
-    return Ragged(buf, start, end), present
-
-
-def decode_attrs(
-    buf: NDArray[np.uint8], start: NDArray[np.int64], end: NDArray[np.int64],
-    owner: NDArray[np.int64], num_owners: int, path: str,
-) -> AttrTable:
-    """Decode ``AttributeProto`` messages at spans (start, end) owned by ``owner`` (sorted)."""
-    a = start.shape[0]
-    g = walk_fields(buf, start, end)
-    name_sel = _select(g, 1, (2,), "attribute", path)
-    nstart = np.zeros(a, dtype=np.int64)
-    nend = np.zeros(a, dtype=np.int64)
-    nstart[g.owner[name_sel]] = g.start[name_sel]
-    nend[g.owner[name_sel]] = g.end[name_sel]
-    codes, names = categorize(buf, nstart, nend)
-    vsel = np.flatnonzero((g.field >= 3) & (g.field <= 32))
-    expected = np.array([WIRE_OF_KIND.get(k, -1) for k in range(33)], dtype=np.int8)
-    bad = expected[g.field[vsel]] != g.wire[vsel]
-    if bad.any():
-        k = vsel[np.argmax(bad)]
-        raise InputError(
-            path, f"attribute #{int(g.owner[k])} byte {int(g.start[k])}",
-            f"value field {int(g.field[k])} has wire type {int(g.wire[k])}",
-        )
-    kind = np.zeros(a, dtype=np.int8)
-    value = np.zeros(a, dtype=np.uint64)
-    pstart = np.zeros(a, dtype=np.int64)
-    pend = np.zeros(a, dtype=np.int64)
-    rows = g.owner[vsel]
-    kind[rows] = g.field[vsel]
-    value[rows] = g.value[vsel]
-    pstart[rows] = g.start[vsel]
-    pend[rows] = np.where(g.wire[vsel] == 2, g.end[vsel], g.start[vsel])
-    doc = {int(g.owner[k]): buf[g.start[k] : g.end[k]].tobytes() for k in np.flatnonzero(g.field == 2)}
-    counts = np.bincount(owner, minlength=num_owners)
-    ptr = np.zeros(num_owners + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    return AttrTable(ptr, codes, names, kind, value, Ragged(buf, pstart, pend), doc)
+    if not heads:
+        raise InputError(path, f"{n} bytes", "empty trace: no GlobalMetadata message")
+    return heads
 
 
 def check_nodes(trace: EtTrace, path: str) -> None:
+    """Node types are known and every dependency names a node of the same file."""
     bad = (trace.types < 0) | (trace.types > _MAX_TYPE)
     if bad.any():
         k = int(np.argmax(bad))
@@ -198,6 +103,8 @@ def check_nodes(trace: EtTrace, path: str) -> None:
         )
     for label, ptr, deps in (("data", trace.data_ptr, trace.data_deps),
                              ("ctrl", trace.ctrl_ptr, trace.ctrl_deps)):
+        if deps.size == 0:
+            continue
         idx = trace.index_of(deps)
         if (idx < 0).any():
             e = int(np.argmax(idx < 0))
@@ -208,54 +115,131 @@ def check_nodes(trace: EtTrace, path: str) -> None:
             )
 
 
-def decode_trace(data: bytes, path: str, check_deps: bool = True) -> EtTrace:
-    """Decode an (uncompressed) ET byte stream.
+class _Layout:
+    """Where each file's bytes and messages sit in the shared buffer."""
+
+    def __init__(self, datas: Sequence[bytes], paths: Sequence[str]) -> None:
+        heads = [_frame_heads(d, p) for d, p in zip(datas, paths, strict=True)]
+        sizes = np.array([len(d) for d in datas], dtype=np.int64)
+        self.paths = list(paths)
+        self.base = np.zeros(len(datas) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self.base[1:])
+        self.buf = np.zeros(int(self.base[-1]) + PAD_BYTES, dtype=np.uint8)
+        for d, b in zip(datas, self.base[:-1].tolist(), strict=True):
+            self.buf[b : b + len(d)] = np.frombuffer(d, dtype=np.uint8)
+        counts = np.array([len(h) for h in heads], dtype=np.int64)
+        head = np.concatenate([np.array(h, np.int64) + b for h, b in zip(heads, self.base, strict=False)])
+        file_of = np.repeat(np.arange(len(datas)), counts)
+        limit = self.base[1:][file_of]
+        lengths, starts = read_varints(self.buf, head, limit + PAD_BYTES, head)
+        ends = starts + lengths.astype(np.int64)
+        over = ends > limit
+        if over.any():
+            k = int(np.argmax(over))
+            f = int(file_of[k])
+            raise InputError(
+                paths[f], f"byte {int(head[k] - self.base[f])}",
+                f"message of {int(lengths[k])} bytes runs past the end ({int(sizes[f])} bytes)",
+            )
+        first = np.zeros(len(datas) + 1, dtype=np.int64)
+        np.cumsum(counts, out=first[1:])
+        self.meta = first[:-1]
+        node_mask = np.ones(head.shape[0], dtype=bool)
+        node_mask[self.meta] = False
+        self.starts, self.ends = starts, ends
+        self.node_starts, self.node_ends = starts[node_mask], ends[node_mask]
+        self.node_ptr = first - np.arange(len(datas) + 1)
+
+    def error(self, err: WireError) -> InputError:
+        """The InputError of a wire error at a global byte offset."""
+        f = int(np.searchsorted(self.base, err.offset, side="right") - 1)
+        f = min(max(f, 0), len(self.paths) - 1)
+        local = err.offset - int(self.base[f])
+        k = int(np.searchsorted(self.node_starts, err.offset, side="right") - 1)
+        where = f"byte {local}"
+        if self.node_ptr[f] <= k < self.node_ptr[f + 1]:
+            where = f"node #{k - int(self.node_ptr[f])} byte {local}"
+        return InputError(self.paths[f], where, err.rule)
+
+
+def _slice_table(t: AttrTable, lo: int, hi: int) -> AttrTable:
+    alo, ahi = int(t.ptr[lo]), int(t.ptr[hi])
+    doc = {k - alo: v for k, v in t.doc.items() if alo <= k < ahi}
+    p = t.payload
+    return AttrTable(t.ptr[lo : hi + 1] - alo, t.name[alo:ahi], t.names, t.kind[alo:ahi],
+                     t.value[alo:ahi], Ragged(p.buf, p.start[alo:ahi], p.end[alo:ahi]), doc)
+
+
+def _names_in(t: AttrTable, lo: int, hi: int) -> set[str]:
+    codes = np.unique(t.name[int(t.ptr[lo]) : int(t.ptr[hi])]).tolist()
+    return {t.names[c] for c in codes}
+
+
+def _split(
+    cols: NodeColumns, meta: AttrTable, versions: list[str], lay: _Layout
+) -> list[EtTrace]:
+    n = cols.ids.shape[0]
+    ints = int_columns(cols.attrs, n)
+    strs = str_columns(cols.attrs, n)
+    lists = numeric_list_columns(cols.attrs, n)
+    out = []
+    for f, path in enumerate(lay.paths):
+        lo, hi = int(lay.node_ptr[f]), int(lay.node_ptr[f + 1])
+        rag = {k: Ragged(r.buf, r.start[lo:hi], r.end[lo:hi])
+               for k, r in (("names", cols.names), ("in", cols.inputs), ("out", cols.outputs))}
+        bulk = EtBulk(_slice_table(meta, f, f + 1), rag["names"], rag["in"],
+                      cols.inputs_present[lo:hi], rag["out"], cols.outputs_present[lo:hi],
+                      _slice_table(cols.attrs, lo, hi))
+        dlo, dhi = int(cols.data_ptr[lo]), int(cols.data_ptr[hi])
+        clo, chi = int(cols.ctrl_ptr[lo]), int(cols.ctrl_ptr[hi])
+        out.append(EtTrace(
+            path=path, version=versions[f], ids=cols.ids[lo:hi], types=cols.types[lo:hi],
+            start_time_micros=cols.start_time_micros[lo:hi],
+            duration_micros=cols.duration_micros[lo:hi],
+            data_ptr=cols.data_ptr[lo : hi + 1] - dlo, data_deps=cols.data_deps[dlo:dhi],
+            ctrl_ptr=cols.ctrl_ptr[lo : hi + 1] - clo, ctrl_deps=cols.ctrl_deps[clo:chi],
+            ints={k: (v[lo:hi], p[lo:hi]) for k, (v, p) in ints.items() if p[lo:hi].any()},
+            strs={k: StrColumn(c.codes[lo:hi], c.categories) for k, c in strs.items()
+                  if (c.codes[lo:hi] >= 0).any()},
+            lists={k: (ptr[lo : hi + 1] - ptr[lo], v[ptr[lo] : ptr[hi]])
+                   for k, (ptr, v) in lists.items() if k in _names_in(cols.attrs, lo, hi)},
+            _bulk=bulk,
+        ))
+    return out
+
+
+def _decode(lay: _Layout) -> tuple[NodeColumns, AttrTable, list[str]]:
+    buf = lay.buf
+    m = walk_fields(buf, lay.starts[lay.meta], lay.ends[lay.meta])
+    vsel = select(m, 1, (2,))
+    versions = [""] * len(lay.paths)
+    for k in vsel.tolist():
+        versions[int(m.owner[k])] = buf[m.start[k] : m.end[k]].tobytes().decode("utf-8", "replace")
+    msel = select(m, 2, (2,))
+    meta = decode_attrs(buf, m.start[msel], m.end[msel], m.owner[msel], len(lay.paths))
+    return decode_nodes(buf, lay.node_starts, lay.node_ends), meta, versions
+
+
+def decode_many(
+    datas: Sequence[bytes], paths: Sequence[str], check_deps: bool = True
+) -> list[EtTrace]:
+    """Decode several (uncompressed) ET byte streams in one vectorized pass.
 
     Raises:
         InputError: malformed framing, wire data, node type or a dangling dependency.
     """
-    starts, ends = _frame(data, path)
-    if starts.size == 0:
-        raise InputError(path, f"{len(data)} bytes", "empty trace: no GlobalMetadata message")
-    buf = pad(data)
+    lay = _Layout(datas, paths)
     try:
-        trace = _decode_messages(buf, starts, ends, path)
+        cols, meta, versions = _decode(lay)
     except WireError as err:
-        raise InputError(path, f"byte {err.offset}", err.rule) from None
+        raise lay.error(err) from None
+    traces = _split(cols, meta, versions, lay)
     if check_deps:
-        check_nodes(trace, path)
-    return trace
+        for t in traces:
+            check_nodes(t, t.path)
+    return traces
 
 
-def _decode_messages(
-    buf: NDArray[np.uint8], starts: NDArray[np.int64], ends: NDArray[np.int64], path: str
-) -> EtTrace:
-    meta = walk_fields(buf, starts[:1], ends[:1])
-    vsel = _select(meta, 1, (2,), "GlobalMetadata", path)
-    version = buf[meta.start[vsel[-1]] : meta.end[vsel[-1]]].tobytes() if vsel.size else b""
-    msel = _select(meta, 2, (2,), "GlobalMetadata", path)
-    metadata = decode_attrs(buf, meta.start[msel], meta.end[msel], np.zeros(msel.size, np.int64), 1, path)
-    n = starts.shape[0] - 1
-    f = walk_fields(buf, starts[1:], ends[1:])
-    sel = {k: _select(f, k, w, "node", path) for k, w in _NODE_WIRE.items()}
-    scalars = {}
-    for k in (1, 3, 6, 7):
-        col = np.zeros(n, dtype=np.uint64)
-        col[f.owner[sel[k]]] = f.value[sel[k]]
-        scalars[k] = col
-    types = np.where(scalars[3] > np.uint64(127), np.uint64(127), scalars[3]).astype(np.int8)
-    names, _ = _ragged_field(buf, f, sel[2], n)
-    ctrl_ptr, ctrl = _repeated_varints(buf, f, sel[4], n)
-    data_ptr, data = _repeated_varints(buf, f, sel[5], n)
-    inputs, in_present = _ragged_field(buf, f, sel[8], n)
-    outputs, out_present = _ragged_field(buf, f, sel[9], n)
-    a = sel[10]
-    attrs = decode_attrs(buf, f.start[a], f.end[a], f.owner[a], n, path)
-    bulk = EtBulk(metadata, names, inputs, in_present, outputs, out_present, attrs)
-    return EtTrace(
-        path=path, version=version.decode("utf-8", errors="replace"), ids=scalars[1],
-        types=types, start_time_micros=scalars[6], duration_micros=scalars[7],
-        data_ptr=data_ptr, data_deps=data, ctrl_ptr=ctrl_ptr, ctrl_deps=ctrl,
-        ints=int_columns(attrs, n), strs=str_columns(attrs, n),
-        lists=numeric_list_columns(attrs, n), _bulk=bulk,
-    )
+def decode_trace(data: bytes, path: str, check_deps: bool = True) -> EtTrace:
+    """Decode one (uncompressed) ET byte stream (see :func:`decode_many`)."""
+    return decode_many([data], [path], check_deps)[0]
