@@ -29,6 +29,7 @@ from optuna.distributions import (
 from optuna.trial import FrozenTrial, TrialState
 
 from search.search_space import SearchSpace
+from search.study import flush_storage
 
 __all__ = ["CONSTRAINT_NAMES", "LoopStats", "TrialOutcome", "run_batches", "suggest"]
 
@@ -105,12 +106,14 @@ def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def _recover(study: optuna.Study, space: SearchSpace, stale: Sequence[FrozenTrial],
-             evaluate: Evaluate, stats: LoopStats, on_batch: OnBatch | None) -> None:
+             evaluate: Evaluate, stats: LoopStats, on_batch: OnBatch | None,
+             flush: Callable[[], None]) -> None:
     """Re-run trials a killed driver left RUNNING, under their own trial numbers."""
     complete = [t for t in stale if set(space.distributions) <= set(t.params)]
     for trial in stale:
         if trial not in complete:  # killed while sampling: no params to re-run; not counted
             study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+    flush()
     if not complete:
         return
     outcomes = evaluate([dict(t.params) for t in complete])
@@ -118,6 +121,7 @@ def _recover(study: optuna.Study, space: SearchSpace, stale: Sequence[FrozenTria
     for frozen, outcome in zip(complete, outcomes, strict=True):
         _tell(study, optuna.Trial(study, frozen._trial_id), outcome)
         told.append(frozen.number)
+    flush()
     stats.n_recovered += len(told)
     if on_batch is not None:
         on_batch(_by_number(study, told))
@@ -144,11 +148,19 @@ def run_batches(
     stale: Sequence[FrozenTrial] = (),
     on_batch: OnBatch | None = None,
 ) -> LoopStats:
-    """Run the study until it holds ``n_trials`` counted trials or ``timeout_s`` elapsed."""
+    """Run the study until it holds ``n_trials`` counted trials or ``timeout_s`` elapsed.
+
+    A buffered journal is flushed after a batch is asked and after it is told, so a killed
+    driver leaves the batch RUNNING with its parameters, or told.
+    """
+
+    def flush() -> None:
+        flush_storage(study)
+
     stats = LoopStats()
     start = time.perf_counter()
     if stale:
-        _recover(study, space, stale, evaluate, stats, on_batch)
+        _recover(study, space, stale, evaluate, stats, on_batch, flush)
     remaining = n_trials - _counted(study)
     while remaining > 0:
         if timeout_s is not None and time.perf_counter() - start >= timeout_s:
@@ -157,12 +169,14 @@ def run_batches(
         t0 = time.perf_counter()
         trials = [study.ask() for _ in range(size)]
         params = [suggest(trial, space) for trial in trials]
+        flush()
         t1 = time.perf_counter()
         outcomes = evaluate(params)
         t2 = time.perf_counter()
         for trial, outcome in zip(trials, outcomes, strict=True):
             _tell(study, trial, outcome)
             stats.n_infeasible += not outcome.feasible
+        flush()
         t3 = time.perf_counter()
         if on_batch is not None:
             on_batch(_by_number(study, [t.number for t in trials]))

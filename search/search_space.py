@@ -220,3 +220,39 @@ def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Attribute):
         return f"{_dotted(node.value)}.{node.attr}"
     raise InputError("search.derived", ast.unparse(node), "not a config key")
+
+
+def _choice(values: list[Any]) -> str:
+    return "choice(" + ",".join(str(v).lower() if isinstance(v, bool) else str(v)
+                                for v in values) + ")"
+
+
+def default_parallel_space(
+    *, num_gpus: int, gpus_per_node: int, num_layers: int, num_heads: int, global_batch: int,
+    num_experts: int = 1,
+) -> dict[str, str]:
+    """The parallelization of a workload on a system, as sweep expressions.
+
+    tp: powers of two up to the node size that divide the heads (TP stays inside a node, as
+    Megatron-LM recommends: Narayanan et al. 2021 §3.3); pp: common divisors of the layer count
+    and the GPU count up to 64; micro-batch 1/2/4/8 (up to the global batch);
+    interleaving 1/2; sequence parallelism; recompute none/selective/full; ZeRO 0/1; ep for
+    MoE models. dp is derived (num_gpus / (tp*pp*cp)); combinations that do not divide are
+    infeasible trials.
+    """
+    tp = [t for t in (1, 2, 4, 8, 16) if t <= gpus_per_node and num_heads % t == 0]
+    pp = [p for p in range(1, min(num_layers, 64) + 1) if num_layers % p == 0 and num_gpus % p == 0]
+    micro = [m for m in (1, 2, 4, 8) if m <= global_batch]
+    space = {
+        "parallel.tp": _choice(tp),
+        "parallel.pp": _choice(pp),
+        "parallel.micro_batch": _choice(micro),
+        "parallel.vp": _choice([1, 2]),
+        "parallel.sequence_parallel": _choice([True, False]),
+        "parallel.recompute": _choice(["none", "selective", "full"]),
+        "parallel.zero_stage": _choice([0, 1]),
+    }
+    if num_experts > 1:
+        space["parallel.ep"] = _choice([e for e in (1, 2, 4, 8, 16, 32, 64)
+                                        if num_experts % e == 0])
+    return space

@@ -1,8 +1,9 @@
 """Optuna study set-up: storage, sampler, constraints and resume.
 
-* Storage: a local journal file (``JournalFileBackend``; safe for several processes on one host,
-  append-only, so a killed driver never corrupts it) or SQLite file under ``search.output_dir``
-  beside the results table, or any RDB URL when several drivers on several hosts share a study.
+* Storage: a local journal file (append-only, so a killed driver never corrupts it; written once
+  per batch through :class:`~search.journal_buffer.BufferedJournalFileBackend`, or per
+  operation with ``journal_unbuffered``) or SQLite file under ``search.output_dir`` beside the
+  results table, or any RDB URL when several drivers on several hosts share a study.
 * Samplers: Optuna's own (TPE with ``constant_liar=True`` so a batch of concurrently asked
   trials spreads out instead of piling on one point; CMA-ES; random; grid; QMC; NSGA-II/III).
   ``auto`` = TPE (single and multi-objective; it honours constraints and batching).
@@ -31,12 +32,14 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from search.journal_buffer import BufferedJournalFileBackend
 from search.search_space import SearchSpace
 from simcore.errors import InputError
 
 __all__ = [
     "SAMPLERS",
     "constraints_of",
+    "flush_storage",
     "make_sampler",
     "make_storage",
     "open_study",
@@ -45,7 +48,7 @@ __all__ = [
 
 SAMPLERS = ("auto", "tpe", "cmaes", "random", "grid", "qmc", "nsga2", "nsga3")
 _MULTI_OK = {"auto", "tpe", "random", "grid", "qmc", "nsga2", "nsga3"}
-_LOCAL_KINDS = {"journal", "sqlite"}
+_LOCAL_KINDS = {"journal", "journal_unbuffered", "sqlite"}
 _DEFAULT_STALE_S = 600.0
 
 
@@ -65,16 +68,26 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
 
 def make_storage(kind: str, output_dir: Path, study_name: str) -> BaseStorage:
     """``journal`` / ``sqlite`` (files under ``output_dir``) or an RDB URL."""
-    if kind == "journal":
+    if kind in ("journal", "journal_unbuffered"):
         output_dir.mkdir(parents=True, exist_ok=True)
-        path = output_dir / f"{study_name}.journal"
-        return JournalStorage(JournalFileBackend(str(path)))
+        path = str(output_dir / f"{study_name}.journal")
+        if kind == "journal":
+            return JournalStorage(BufferedJournalFileBackend(path))
+        return JournalStorage(JournalFileBackend(path))
     if kind == "sqlite":
         output_dir.mkdir(parents=True, exist_ok=True)
         return RDBStorage(f"sqlite:///{(output_dir / 'optuna.db').resolve()}")
     if "://" in kind:
         return RDBStorage(kind)
-    raise InputError("search.storage", kind, "must be journal, sqlite or an RDB URL")
+    raise InputError("search.storage", kind,
+                     "must be journal, journal_unbuffered, sqlite or an RDB URL")
+
+
+def flush_storage(study: optuna.Study) -> None:
+    """Write a buffered journal's pending operations (no-op for other storages)."""
+    backend = getattr(study._storage, "_backend", None)
+    if isinstance(backend, BufferedJournalFileBackend):
+        backend.flush()
 
 
 def make_sampler(

@@ -4,7 +4,8 @@ Model (all arrays have shape (B,), one entry per design point):
 
 * accelerators: ``num_gpus x price`` and ``num_gpus x TDP`` (power at TDP: an upper bound, as
   capacity planning does); price and TDP come from ``system.accelerator`` (AcceleratorSpec);
-* hosts: a fixed price and power per node (CPUs, DRAM, storage, chassis, fans);
+* hosts: a price and power per GPU slot (CPUs, DRAM, storage, chassis, fans of a server, divided
+  by its GPUs), so the host share does not depend on how large the scale-up domain is;
 * scale-up network (NVLink-class): cost and power proportional to the per-GPU scale-up bandwidth,
   times ``2L - 1`` switch hops per GPU, where ``L`` is the number of tiers of a folded Clos over
   the scale-up domain (one tier up to the switch reach ``scaleup_radix_gpus``);
@@ -46,8 +47,8 @@ __all__ = [
 class ClusterCostSpec:
     """Prices and powers of everything around the accelerators (see module docstring)."""
 
-    host_usd_per_node: float
-    host_w_per_node: float
+    host_usd_per_gpu: float
+    host_w_per_gpu: float
     scaleup_usd_per_GBps: float
     scaleup_w_per_GBps: float
     scaleup_radix_gpus: int
@@ -65,7 +66,7 @@ class ClusterCostSpec:
 
     def __post_init__(self) -> None:
         for name in (
-            "host_usd_per_node", "host_w_per_node", "scaleup_usd_per_GBps", "scaleup_w_per_GBps",
+            "host_usd_per_gpu", "host_w_per_gpu", "scaleup_usd_per_GBps", "scaleup_w_per_GBps",
             "nic_usd_per_GBps", "nic_w_per_GBps", "switch_port_usd_per_GBps",
             "switch_port_w_per_GBps", "transceiver_usd_per_GBps", "transceiver_w_per_GBps",
             "electricity_usd_per_kwh",
@@ -152,7 +153,7 @@ def cluster_cost(
     transceivers = 2 * out_tiers
     capex = {
         "accelerators": n * price,
-        "hosts": nodes * spec.host_usd_per_node,
+        "hosts": n * spec.host_usd_per_gpu,
         "scaleup": n * bw_up * up_hops * spec.scaleup_usd_per_GBps,
         "nics": np.where(multi_node, n * bw_out * spec.nic_usd_per_GBps, 0.0),
         "switches": n * bw_out * ports * spec.switch_port_usd_per_GBps,
@@ -160,7 +161,7 @@ def cluster_cost(
     }
     power = {
         "accelerators": n * tdp,
-        "hosts": nodes * spec.host_w_per_node,
+        "hosts": n * spec.host_w_per_gpu,
         "scaleup": n * bw_up * up_hops * spec.scaleup_w_per_GBps,
         "nics": np.where(multi_node, n * bw_out * spec.nic_w_per_GBps, 0.0),
         "switches": n * bw_out * ports * spec.switch_port_w_per_GBps,

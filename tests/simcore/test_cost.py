@@ -11,7 +11,7 @@ from simcore.errors import InputError
 
 def _spec(**over: float) -> ClusterCostSpec:
     base = dict(
-        host_usd_per_node=1000.0, host_w_per_node=100.0,
+        host_usd_per_gpu=250.0, host_w_per_gpu=25.0,
         scaleup_usd_per_GBps=2.0, scaleup_w_per_GBps=0.5, scaleup_radix_gpus=8,
         nic_usd_per_GBps=3.0, nic_w_per_GBps=1.0,
         switch_port_usd_per_GBps=5.0, switch_port_w_per_GBps=2.0,
@@ -36,9 +36,9 @@ def test_cluster_cost_sums_parts_by_hand() -> None:
     cost = cluster_cost(16, 4, 10.0, 2.0, 100.0, 50.0, spec)
     up_hops = 1  # 4 GPUs <= scale-up radix 8: one tier, 2*1-1 hops
     ports, transceivers = 2 * 3 - 1, 2 * 3
-    capex = (16 * 100 + 4 * 1000 + 16 * 10 * up_hops * 2 + 16 * 2 * 3
+    capex = (16 * 100 + 16 * 250 + 16 * 10 * up_hops * 2 + 16 * 2 * 3
              + 16 * 2 * ports * 5 + 16 * 2 * transceivers * 7)
-    power = (16 * 50 + 4 * 100 + 16 * 10 * up_hops * 0.5 + 16 * 2 * 1
+    power = (16 * 50 + 16 * 25 + 16 * 10 * up_hops * 0.5 + 16 * 2 * 1
              + 16 * 2 * ports * 2 + 16 * 2 * transceivers * 0.25)
     assert cost.capex_usd[0] == pytest.approx(capex)
     assert cost.it_power_w[0] == pytest.approx(power)
