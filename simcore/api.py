@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from simcore.calibrated import overlap_slowdown
 from simcore.engine.evaluate import (
     CompiledWorkload,
     compile_workload,
@@ -131,7 +132,8 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
     peak = sb.peak_flops[par.precision]
     # frozen specs satisfy calib's ModelLike/ParallelLike read-only; mypy wants settable
     fits, peak_gib, reasons = check_memory(cast(Any, model), cast(Any, par), sb)
-    _, bd = evaluate_times(cw, template_durations(cw, sb, par.precision))
+    slowdown = overlap_slowdown(sb)[0] - 1.0
+    bd = evaluate_times(cw, template_durations(cw, sb, par.precision), slowdown)
     flops = model.model_flops_per_sample() * par.global_batch
     tflops = flops / bd.iteration_time_s / par.num_gpus / 1e12
     exposed_total = np.zeros(b)

@@ -73,35 +73,46 @@ class _Cover:
         g = np.where(j > 0, self.prefix[rows, jj] - inside, 0.0)
         return np.asarray(g.T)
 
-    def exposed(self, starts: FloatArray, ends: FloatArray) -> FloatArray:
-        """(B,) length of the union of the intervals outside C."""
+    def exposed(self, starts: FloatArray, ends: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(B,) length of the union of the intervals outside C, and (B,) its whole length."""
         if starts.shape[0] == 0:
-            return np.zeros(self.b)
+            return np.zeros(self.b), np.zeros(self.b)
         lo, hi = _union_pieces(starts, ends)
-        inside = self.covered(hi) - self.covered(lo)
-        return np.asarray(((hi - lo) - inside).sum(axis=0))
+        g = self.covered(np.vstack([lo, hi]))
+        inside = g[lo.shape[0]:] - g[: lo.shape[0]]
+        length = (hi - lo).sum(axis=0)
+        return np.asarray(length - inside.sum(axis=0)), np.asarray(length)
 
 
 def exposed_by_kind(
     comp_start: FloatArray,
     comp_end: FloatArray,
     comm: dict[str, tuple[FloatArray, FloatArray]],
-) -> dict[str, FloatArray]:
+    per_kind: bool = True,
+) -> tuple[dict[str, FloatArray], FloatArray]:
     """Exposed time of each comm kind against the compute-stream intervals.
 
     Args:
         comp_start, comp_end: (n, B) intervals of one in-order compute stream, in issue order.
         comm: kind -> (starts, ends), each (n_k, B), in any order.
+        per_kind: False skips the per-kind split (returns an empty dict and the totals).
+
+    Returns:
+        (kind -> (B,) exposed seconds, scaled to sum to the exposed part of the union of all
+        kinds; (B,) length of that union).
     """
     b = comp_start.shape[1]
     cover = _Cover(comp_start, comp_end)
-    raw = {k: cover.exposed(s, e) for k, (s, e) in comm.items() if s.shape[0]}
-    if not raw:
-        return {}
-    total = cover.exposed(np.vstack([comm[k][0] for k in raw]),
-                          np.vstack([comm[k][1] for k in raw]))
+    present = [k for k, (s, _) in comm.items() if s.shape[0]]
+    if not present:
+        return {}, np.zeros(b)
+    total, length = cover.exposed(np.vstack([comm[k][0] for k in present]),
+                                  np.vstack([comm[k][1] for k in present]))
+    if not per_kind:
+        return {"total": total}, length
+    raw = {k: cover.exposed(*comm[k])[0] for k in present}
     summed = np.zeros(b)
     for v in raw.values():
         summed += v
     scale = np.divide(total, summed, out=np.zeros(b), where=summed > 0)
-    return {k: v * scale for k, v in raw.items()}
+    return {k: v * scale for k, v in raw.items()}, length

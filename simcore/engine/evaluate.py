@@ -43,6 +43,7 @@ class CompiledWorkload:
     compute_chains: tuple[IntArray, ...]  # per stage: chains on its compute stream
     comm_chains: tuple[dict[str, IntArray], ...]  # per stage: kind -> chains on other streams
     template_kind: IntArray  # (U,)
+    seg_stage: IntArray  # (S,) pipeline stage of each segment
 
     @property
     def ops(self) -> OpTable:
@@ -86,7 +87,9 @@ def compile_workload(workload: TransformerWorkload) -> CompiledWorkload:
             elif name.startswith("pp") and s in _pp_ends(name):
                 kinds.setdefault("pp", []).append(c)
         comm_chains.append({k: np.asarray(v, dtype=np.int64) for k, v in kinds.items()})
+    seg_stage = graph.attr("stage").astype(np.int64)[plan.order[plan.seg_ptr[:-1]]]
     return CompiledWorkload(workload=workload, plan=plan, seg_counts=seg_counts,
+                            seg_stage=seg_stage,
                             stage_counts=stage_counts, compute_chains=tuple(compute_chains),
                             comm_chains=tuple(comm_chains), template_kind=kind_of_t)
 
@@ -132,34 +135,99 @@ class StageBreakdown:
     bubble_s: FloatArray
 
 
-def evaluate_times(cw: CompiledWorkload, tdur: FloatArray) -> tuple[ChainTimes, StageBreakdown]:
-    """Schedule the batch with template durations ``tdur`` (U, B) and break the time down."""
-    seg_dur = np.asarray(cw.seg_counts @ tdur)
-    times = run_chains(cw.plan, seg_dur)
-    total = times.makespan
+_TILE_BYTES = 8 * 2**20  # working set per batch tile: stays in reused heap, not fresh pages
+
+
+def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
+                   overlap_slowdown: FloatArray | None = None) -> StageBreakdown:
+    """Schedule the batch with template durations ``tdur`` (U, B) and break the time down.
+
+    Args:
+        cw: the compiled workload.
+        tdur: (U, B) seconds per template.
+        overlap_slowdown: (B,) fractional slowdown of compute while communication runs beside
+            it (Echo §3.4, calib's ``overlap_slowdown - 1``). Applied in a second pass: each
+            stage's compute is stretched by ``slowdown x overlapped time / compute time`` (the
+            overlap measured in the first pass), then the iteration is rescheduled.
+
+    The batch is processed in column tiles so every intermediate array stays small.
+    """
+    b = tdur.shape[1]
+    rows = max(cw.plan.num_segments, cw.plan.num_chains, 1)
+    tile = int(max(16, min(b, _TILE_BYTES // (8 * rows))))
+    parts = []
+    for lo in range(0, b, tile):
+        cols = slice(lo, min(b, lo + tile))
+        slow = None if overlap_slowdown is None else overlap_slowdown[cols]
+        parts.append(_evaluate_tile(cw, np.ascontiguousarray(tdur[:, cols]), slow))
+    if len(parts) == 1:
+        return parts[0]
+    return StageBreakdown(
+        iteration_time_s=np.concatenate([p.iteration_time_s for p in parts]),
+        compute_s=np.concatenate([p.compute_s for p in parts]),
+        exposed_by_kind={k: np.concatenate([p.exposed_by_kind[k] for p in parts])
+                         for k in COMM_KINDS},
+        bubble_s=np.concatenate([p.bubble_s for p in parts]),
+    )
+
+
+def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None
+                   ) -> StageBreakdown:
+    is_comp = (cw.template_kind == COMPUTE).astype(np.float64)
+    seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
+    seg_other = np.asarray(cw.seg_counts @ (tdur * (1.0 - is_comp)[:, None]))
+    times = run_chains(cw.plan, seg_comp + seg_other)
+    slowed = slowdown is not None and bool(np.any(slowdown > 0))
+    stages = _stage_metrics(cw, tdur, times, per_kind=not slowed)
+    if slowdown is not None and slowed:
+        scale = np.ones((cw.workload.num_stages, tdur.shape[1]))
+        for s, (busy, _, overlapped) in enumerate(stages):
+            scale[s] += slowdown * np.divide(overlapped, busy, out=np.zeros_like(busy),
+                                             where=busy > 0)
+        seg_scale = scale[cw.seg_stage]
+        times = run_chains(cw.plan, seg_comp * seg_scale + seg_other)
+        stages = _stage_metrics(cw, tdur, times, scale)
+    return _pick_bottleneck(times.makespan, stages)
+
+
+def _stage_metrics(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes,
+                   scale: FloatArray | None = None, per_kind: bool = True
+                   ) -> list[tuple[FloatArray, dict[str, FloatArray], FloatArray]]:
+    """Per stage: (compute busy, exposed per kind, compute time overlapped by comm)."""
     start, finish = times.chain_start, times.chain_finish
     b = tdur.shape[1]
-    is_comp = (cw.template_kind == COMPUTE).astype(np.float64)
-    per_stage = []
+    out = []
     for s in range(cw.workload.num_stages):
         counts = cw.stage_counts[s]
-        busy = (counts * is_comp) @ tdur
-        kinds = {k: np.zeros(b) for k in COMM_KINDS}
+        busy = (counts * (cw.template_kind == COMPUTE)) @ tdur
+        if scale is not None:
+            busy = busy * scale[s]
+        kinds = {}
         for ki, k in enumerate(COMM_KINDS):
-            sel = (cw.template_kind == ki).astype(np.float64)
-            kinds[k] += (counts * sel) @ tdur
+            kinds[k] = (counts * (cw.template_kind == ki)) @ tdur
         cc = cw.compute_chains[s]
         comm = {k: (start[c], finish[c]) for k, c in cw.comm_chains[s].items()}
-        for k, v in exposed_by_kind(start[cc], finish[cc], comm).items():
-            kinds[k] += v
-        per_stage.append((busy, kinds))
-    busy_all = np.stack([ps[0] for ps in per_stage])
+        exposed, comm_total = exposed_by_kind(start[cc], finish[cc], comm, per_kind)
+        exposed_sum = np.zeros(b)
+        for k, v in exposed.items():
+            if k in kinds:
+                kinds[k] = kinds[k] + v
+            exposed_sum += v
+        out.append((busy, kinds, comm_total - exposed_sum))
+    return out
+
+
+def _pick_bottleneck(total: FloatArray,
+                     stages: list[tuple[FloatArray, dict[str, FloatArray], FloatArray]]
+                     ) -> StageBreakdown:
+    """Report the stage with the most compute (ties: the first)."""
+    busy_all = np.stack([st[0] for st in stages])
     pick = np.argmax(busy_all, axis=0)
-    cols = np.arange(b)
+    cols = np.arange(total.shape[0])
     compute = busy_all[pick, cols]
-    exposed = {k: np.stack([ps[1][k] for ps in per_stage])[pick, cols] for k in COMM_KINDS}
-    exposed_total = np.zeros(b)
+    exposed = {k: np.stack([st[1][k] for st in stages])[pick, cols] for k in COMM_KINDS}
+    exposed_total = np.zeros_like(total)
     for v in exposed.values():
         exposed_total += v
     bubble = np.maximum(0.0, total - compute - exposed_total)
-    return times, StageBreakdown(total, compute, exposed, bubble)
+    return StageBreakdown(total, compute, exposed, bubble)

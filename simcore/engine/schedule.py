@@ -265,9 +265,24 @@ def _segmented_cumsum(values: FloatArray, group_ptr: IntArray) -> FloatArray:
     return np.asarray(cs - np.repeat(base, sizes, axis=0))
 
 
+def _segment_ends(plan: SchedulePlan, seg_dur: FloatArray) -> FloatArray:
+    """(S, B) end of each segment relative to its chain's start; cumulative sums are taken
+    only over the chains that have more than one segment."""
+    counts = np.diff(plan.chain_seg_ptr)
+    multi = np.flatnonzero(counts > 1)
+    if multi.size == 0:
+        return seg_dur
+    rows = np.flatnonzero(np.repeat(counts > 1, counts))  # segments are ordered by chain
+    sub_ptr = np.zeros(multi.size + 1, dtype=np.int64)
+    np.cumsum(counts[multi], out=sub_ptr[1:])
+    out = seg_dur.copy()
+    out[rows] = _segmented_cumsum(seg_dur[rows], sub_ptr)
+    return out
+
+
 def run_chains(plan: SchedulePlan, seg_dur: FloatArray) -> ChainTimes:
     """Schedule a batch given the (S, B) duration of every segment."""
-    seg_end = _segmented_cumsum(np.asarray(seg_dur, dtype=np.float64), plan.chain_seg_ptr)
+    seg_end = _segment_ends(plan, np.asarray(seg_dur, dtype=np.float64))
     c = plan.num_chains
     b = seg_end.shape[1]
     chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1] if c else np.zeros((0, b))
