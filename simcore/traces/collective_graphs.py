@@ -13,7 +13,9 @@ astra-sim-and-chakra.md §1.4, notation n ranks, D bytes):
 - ``doubleBinaryTree``: two binary trees over the ranks (the second mirrored), each carrying
   half of the data: reduce to the root, then broadcast down.
 A reduction after a receive is a COMP node of ``reduce_micros`` (ASTRA-sim runs a COMP node of
-duration t as t*1000 ns, or 1 ns if t = 0). Sends and receives carry ``comm_size``,
+duration t as t*1000 ns, or 1 ns if t = 0); an optional per-step delay (``step_micros``, the
+native algorithms' endpoint delay before the first step and after each step, §1.3) is added to
+it, or is a COMP node of its own after a non-reducing receive. Sends and receives carry ``comm_size``,
 ``comm_dst``/``comm_src`` and a ``comm_tag`` that matches each send with its receive, the
 shape of the graphs the MSCCL converter writes (§4.4). Ranks are positions in the
 communicator; the file for rank r is ``<prefix>.<r>.et`` (§1.4, custom collectives).
@@ -36,17 +38,32 @@ __all__ = ["ALGORITHMS", "RankGraph", "build_collective", "write_collective"]
 class RankGraph:
     """The nodes of one rank's collective graph, ids from 0 in program order."""
 
-    def __init__(self, rank: int, reduce_micros: int) -> None:
+    def __init__(self, rank: int, reduce_micros: int, step_micros: int = 0) -> None:
         self.rank = rank
         self.reduce_micros = reduce_micros
+        self.step_micros = step_micros
         self.builder = EtTraceBuilder(metadata={"schema": "1.0.2-chakra.0.0.4"})
 
-    def _add(self, name: str, kind: NodeType, deps: list[int], **attrs: int) -> int:
+    def _add(self, name: str, kind: NodeType, deps: list[int], micros: int = 0, **attrs: int) -> int:
         nid = len(self.builder)
         self.builder.add_node(nid, name, kind, data_deps=[d for d in deps if d >= 0],
-                              attrs={"is_cpu_op": False, **attrs} if attrs else {"is_cpu_op": False},
-                              duration_micros=self.reduce_micros if kind == NodeType.COMP_NODE else 0)
+                              attrs={"is_cpu_op": False, **attrs}, duration_micros=micros)
         return nid
+
+    def start(self) -> int:
+        """The initial per-step delay node (-1 if ``step_micros`` is 0)."""
+        if not self.step_micros:
+            return -1
+        return self._add("step_delay", NodeType.COMP_NODE, [], self.step_micros)
+
+    def settle(self, recv: int, size: int, reducing: bool) -> int:
+        """What follows a receive: the reduction and/or the per-step delay (or the receive itself)."""
+        if reducing:
+            return self._add(f"reduce_{size}B", NodeType.COMP_NODE, [recv],
+                             self.reduce_micros + self.step_micros, tensor_size=size)
+        if self.step_micros:
+            return self._add("step_delay", NodeType.COMP_NODE, [recv], self.step_micros)
+        return recv
 
     def send(self, dst: int, size: int, tag: int, deps: list[int]) -> int:
         """A COMM_SEND of ``size`` bytes to ``dst``."""
@@ -60,32 +77,33 @@ class RankGraph:
 
     def reduce(self, deps: list[int], size: int) -> int:
         """A COMP node (the reduction of ``size`` received bytes)."""
-        return self._add(f"reduce_{size}B", NodeType.COMP_NODE, deps, tensor_size=size)
+        return self._add(f"reduce_{size}B", NodeType.COMP_NODE, deps, self.reduce_micros, tensor_size=size)
 
 
-def _ring(n: int, size: int, reduce_micros: int, phases: str) -> list[RankGraph]:
+def _ring(n: int, size: int, reduce_micros: int, phases: str, step_micros: int = 0) -> list[RankGraph]:
     out = []
     for r in range(n):
-        g = RankGraph(r, reduce_micros)
+        g = RankGraph(r, reduce_micros, step_micros)
         right, left = (r + 1) % n, (r - 1) % n
-        last, last_recv, tag = -1, -1, 0
+        last, last_recv, tag = g.start(), -1, 0
         if "rs" in phases:
             for _ in range(n - 1):
                 g.send(right, size // n, tag, [last])
                 last_recv = g.recv(left, size // n, tag, [last_recv])
-                last = g.reduce([last_recv], size // n)
+                last = g.settle(last_recv, size // n, True)
                 tag += 1
         if "ag" in phases:
             msg = size if phases == "ag" else size // n
             for _ in range(n - 1):
                 g.send(right, msg, tag, [last])
-                last = last_recv = g.recv(left, msg, tag, [last_recv])
+                last_recv = g.recv(left, msg, tag, [last_recv])
+                last = g.settle(last_recv, msg, False)
                 tag += 1
         out.append(g)
     return out
 
 
-def _direct(n: int, size: int, reduce_micros: int, phases: str) -> list[RankGraph]:
+def _direct(n: int, size: int, reduce_micros: int, phases: str, step_micros: int = 0) -> list[RankGraph]:
     out = []
     for r in range(n):
         g = RankGraph(r, reduce_micros)
@@ -106,26 +124,26 @@ def _direct(n: int, size: int, reduce_micros: int, phases: str) -> list[RankGrap
     return out
 
 
-def _halving_doubling(n: int, size: int, reduce_micros: int, phases: str) -> list[RankGraph]:
+def _halving_doubling(n: int, size: int, reduce_micros: int, phases: str, step_micros: int = 0) -> list[RankGraph]:
     steps = n.bit_length() - 1
     if n != 1 << steps:
         raise InputError("collective.num_ranks", n, "halvingDoubling needs a power of two")
     out = []
     for r in range(n):
-        g = RankGraph(r, reduce_micros)
-        last, tag, msg = -1, 0, size
+        g = RankGraph(r, reduce_micros, step_micros)
+        last, tag, msg = g.start(), 0, size
         if "rs" in phases:
             for k in range(steps):
                 msg //= 2
                 g.send(r ^ (1 << k), msg, tag, [last])
-                last = g.reduce([g.recv(r ^ (1 << k), msg, tag, [last])], msg)
+                last = g.settle(g.recv(r ^ (1 << k), msg, tag, [last]), msg, True)
                 tag += 1
         if "ag" in phases:
             if phases == "ag":
                 msg = size
             for k in reversed(range(steps)):
                 g.send(r ^ (1 << k), msg, tag, [last])
-                last = g.recv(r ^ (1 << k), msg, tag, [last])
+                last = g.settle(g.recv(r ^ (1 << k), msg, tag, [last]), msg, False)
                 msg *= 2
                 tag += 1
         out.append(g)
@@ -144,7 +162,7 @@ def _tree_links(n: int, mirrored: bool) -> tuple[list[int], list[list[int]]]:
     return parent, children
 
 
-def _double_binary_tree(n: int, size: int, reduce_micros: int, phases: str) -> list[RankGraph]:
+def _double_binary_tree(n: int, size: int, reduce_micros: int, phases: str, step_micros: int = 0) -> list[RankGraph]:
     if phases != "rs+ag":
         raise InputError("collective", phases, "doubleBinaryTree implements all-reduce only")
     graphs = [RankGraph(r, reduce_micros) for r in range(n)]
@@ -164,7 +182,7 @@ def _double_binary_tree(n: int, size: int, reduce_micros: int, phases: str) -> l
 
 
 _PHASES = {"all_reduce": "rs+ag", "reduce_scatter": "rs", "all_gather": "ag"}
-ALGORITHMS: dict[str, Callable[[int, int, int, str], list[RankGraph]]] = {
+ALGORITHMS: dict[str, Callable[[int, int, int, str, int], list[RankGraph]]] = {
     "ring": _ring,
     "direct": _direct,
     "halvingDoubling": _halving_doubling,
@@ -173,7 +191,8 @@ ALGORITHMS: dict[str, Callable[[int, int, int, str], list[RankGraph]]] = {
 
 
 def build_collective(
-    algorithm: str, collective: str, num_ranks: int, size_bytes: int, reduce_micros: int = 0
+    algorithm: str, collective: str, num_ranks: int, size_bytes: int, reduce_micros: int = 0,
+    step_micros: int = 0,
 ) -> list[EtTrace]:
     """Per-rank ET graphs of ``algorithm`` for ``collective`` over ``num_ranks`` ranks.
 
@@ -183,6 +202,9 @@ def build_collective(
         num_ranks: n >= 2.
         size_bytes: D, the collective's size as ASTRA-sim's ``comm_size`` (all-gather: per rank).
         reduce_micros: duration of each reduction COMP node.
+        step_micros: a per-step system-layer delay (ASTRA-sim's endpoint delay: once before
+            the first step and after every receive), added as COMP nodes; ring and
+            halvingDoubling only (0 = none).
 
     Raises:
         InputError: unknown algorithm/collective, n < 2, or D not divisible as needed.
@@ -196,7 +218,9 @@ def build_collective(
     divisor = 2 if algorithm == "doubleBinaryTree" else num_ranks
     if size_bytes <= 0 or (collective != "all_gather" and size_bytes % divisor):
         raise InputError("collective.size_bytes", size_bytes, f"must be a positive multiple of {divisor}")
-    graphs = ALGORITHMS[algorithm](num_ranks, size_bytes, reduce_micros, _PHASES[collective])
+    if step_micros and algorithm not in ("ring", "halvingDoubling"):
+        raise InputError("collective.step_micros", step_micros, "only ring and halvingDoubling have steps")
+    graphs = ALGORITHMS[algorithm](num_ranks, size_bytes, reduce_micros, _PHASES[collective], step_micros)
     return [g.builder.build(path=f"rank {g.rank}") for g in graphs]
 
 
