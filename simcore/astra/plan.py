@@ -85,6 +85,8 @@ def phases_for(spec: SystemSpec, topo: Topology, npu: int, comm: str, chunk: int
     """The phase list of one chunk of ``comm`` issued by ``npu``."""
     delay = spec.endpoint_delay_ns
     if group is not None and len(group) < topo.npus:
+        if len(group) == 1:  # a 1-NPU dimension is skipped: the collective has no phase at all
+            return []
         return [Phase(comm, group, "ring", 0, chunk, 0, LOCAL_DELAY_NS)]
     dims = _world_dims(topo, npu, spec.implementation(comm), involved)
     phases: list[Phase] = []

@@ -88,12 +88,21 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
     if custom_loader is not None:
         ctx.custom_loader = custom_loader
     folded = rep != list(range(topology.npus))
+    fast_aware = None
+    if folded and backend == "aware" and not system.replay_only:  # folding implies one Switch dim here
+        from simcore.astra.folded_switch import FoldedSwitchCollectives, FoldedSwitchNetwork
+
+        switch = FoldedSwitchNetwork(ctx)
+        ctx.messenger.network = switch
+        fast_aware = FoldedSwitchCollectives(ctx, switch)
     ranks = {}
     for npu in sorted(set(rep)):
         check_acyclic(programs[npu])  # folded ranks have the same dependencies as their representative
         rank = WorkloadRank(npu, programs[npu], ctx, SystemLayer(npu, ctx))
         if folded and backend == "unaware" and not system.replay_only:
             rank.collective_handler = _IsolatedCollectives(ctx, npu)
+        elif fast_aware is not None:
+            rank.collective_handler = fast_aware.handler(npu)
         ranks[npu] = rank
     for rank in ranks.values():
         rank.start()

@@ -30,12 +30,13 @@ Device = tuple[int, ...]
 class Link:
     """One directed link: a FIFO server with integer-ns serialization and latency."""
 
-    __slots__ = ("busy", "bytes_per_ns", "latency_ns", "queue")
+    __slots__ = ("busy", "bytes_per_ns", "free_at_ns", "latency_ns", "queue")
 
     def __init__(self, bytes_per_ns: float, latency_ns: float) -> None:
         self.bytes_per_ns = bytes_per_ns
         self.latency_ns = latency_ns
         self.busy = False
+        self.free_at_ns = 0  # end of the last serialization started
         self.queue: deque[_Message] = deque()
 
 
@@ -122,10 +123,27 @@ class AwareNetwork:
     def _start(self, link: Link, msg: _Message) -> None:
         link.busy = True
         serialization = msg.size / link.bytes_per_ns
-        self.events.after(int(serialization), self._free, link)
+        link.free_at_ns = self.events.now_ns + int(serialization)
+        self.events.after(int(serialization), self.release, link)
         self.events.after(int(link.latency_ns + serialization), self._arrive, msg)
 
-    def _free(self, link: Link) -> None:
+    def link(self, a: Device, b: Device, dim: int = 0) -> Link:
+        """The directed link between devices ``a`` and ``b`` (NPU ``x`` is ``(x,)``)."""
+        return self._link(a, b, dim)
+
+    def occupy_until(self, link: Link, time_ns: int) -> None:
+        """Mark ``link`` busy until ``time_ns`` (traffic already on it when a run starts)."""
+        if time_ns > self.events.now_ns:
+            link.busy = True
+            link.free_at_ns = time_ns
+            self.events.schedule(time_ns, self.release, link)
+
+    def enter(self, link: Link, size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
+        """A message enters ``link`` now (its last hop); ``callback(arg)`` at its arrival."""
+        self._enter(_Message(size_bytes, [link], callback, arg))
+
+    def release(self, link: Link) -> None:
+        """End of a serialization: start the next queued message, if any."""
         link.busy = False
         if link.queue:
             self._start(link, link.queue.popleft())

@@ -1,0 +1,99 @@
+"""Benchmark: ``simsweep astra`` on the GPT-3 175B / 64-NPU ASTRA-sim workload vs ASTRA-sim itself.
+
+Baseline: ASTRA-sim's own wall time on the same inputs on this 2-core machine kind, as published
+with the inputs (shared/astra-inputs/gpt3_175b_64npu/README.md): 30.6 s congestion-unaware,
+40.4 s congestion-aware, 0.64 GB peak memory. For each backend the command is run as a fresh
+process (interpreter start-up included) several times:
+- ``cold``: an empty ET decode cache (every file decompressed and decoded);
+- ``warm``: the ET decode cache populated by the previous run (the OS file cache is warm in both).
+It prints the median wall time, the peak RSS of the process, the ratio to ASTRA-sim, and whether
+all 64 NPUs reproduce ASTRA-sim's printed numbers (exact match count and worst relative error).
+
+Usage: python scripts/bench_astra.py [--inputs DIR] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT = next(
+    (p for p in (REPO.parent / "shared" / "astra-inputs" / "gpt3_175b_64npu",
+                 Path("/work/shared/astra-inputs/gpt3_175b_64npu")) if p.exists()),
+    REPO.parent / "shared" / "astra-inputs" / "gpt3_175b_64npu",
+)
+ASTRA_SIM_S = {"unaware": 30.6, "aware": 40.4}
+LINE = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
+
+
+def _run(inputs: Path, backend: str, cache_dir: str) -> tuple[float, float, dict[int, tuple[int, int]]]:
+    cmd = [sys.executable, "-m", "search.cli", "astra", "--workload", str(inputs / "workload"),
+           "--system", str(inputs / "system.json"), "--network", str(inputs / "network.yml"),
+           "--remote-memory", str(inputs / "remote_memory.json"), "--comm-group", str(inputs / "comm_groups.json"),
+           "--network-backend", backend]
+    env = dict(os.environ, PYTHONPATH=str(REPO), SIMSWEEP_CACHE_DIR=cache_dir)
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise RuntimeError(f"simsweep astra failed with exit code {proc.returncode}")
+        out.seek(0)
+        text = out.read().decode()
+    peak_mb = usage.ru_maxrss / 1024  # this child's own peak resident set
+    got = {int(m[0]): (int(m[1]), int(m[2])) for m in LINE.findall(text)}
+    return wall, peak_mb, got
+
+
+def _expected(inputs: Path, backend: str) -> dict[int, tuple[int, int]]:
+    with open(inputs / f"expected_{backend}.csv") as fh:
+        return {int(r["npu"]): (int(r["finish_cycles"]), int(r["exposed_comm_cycles"])) for r in csv.DictReader(fh)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--inputs", type=Path, default=DEFAULT)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rows = []
+    for backend in ("unaware", "aware"):
+        expected = _expected(args.inputs, backend)
+        for mode in ("cold", "warm"):
+            walls, peaks = [], []
+            with tempfile.TemporaryDirectory(prefix="simsweep_et_") as warm_dir:
+                if mode == "warm":
+                    _run(args.inputs, backend, warm_dir)  # populate the decode cache
+                for _ in range(args.repeat):
+                    if mode == "cold":
+                        with tempfile.TemporaryDirectory(prefix="simsweep_et_") as cold_dir:
+                            wall, peak, got = _run(args.inputs, backend, cold_dir)
+                    else:
+                        wall, peak, got = _run(args.inputs, backend, warm_dir)
+                    walls.append(wall)
+                    peaks.append(peak)
+            exact = sum(got.get(n) == expected[n] for n in expected)
+            worst = max(abs(got[n][0] - expected[n][0]) / expected[n][0] if n in got else 1.0 for n in expected)
+            median = statistics.median(walls)
+            rows.append((backend, mode, median, max(peaks), ASTRA_SIM_S[backend] / median, exact, worst))
+    print(f"GPT-3 175B, 64 NPUs ({args.inputs}); median of {args.repeat} fresh-process runs")
+    print(f"{'backend':<8} {'ET cache':<8} {'wall s':>7} {'peak MB':>8} {'ASTRA-sim s':>11} {'speed-up':>8} "
+          f"{'exact NPUs':>10} {'worst err':>9}")
+    for backend, mode, median, peak, ratio, exact, worst in rows:
+        print(f"{backend:<8} {mode:<8} {median:7.2f} {peak:8.0f} {ASTRA_SIM_S[backend]:11.1f} {ratio:7.1f}x "
+              f"{exact:>7}/64 {worst:9.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
