@@ -80,10 +80,11 @@ class CustomRun:
 
     def _finish(self, i: Any) -> None:
         self.left -= 1
-        for k in range(self.cptr[i], self.cptr[i + 1]):
+        if self.left == 0:  # the last node: every child has finished already
+            self.on_done()
+            return
+        for k in range(self.cptr[i], self.cptr[i + 1]):  # a child may finish re-entrantly here
             c = self.cidx[k]
             self.pending[c] -= 1
             if self.pending[c] == 0:
                 self._issue(c)
-        if self.left == 0:
-            self.on_done()
