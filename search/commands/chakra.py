@@ -1,0 +1,144 @@
+"""``simsweep chakra``: show, export and generate Chakra execution traces.
+
+- ``show FILE [--limit N]``: one JSON object per line (GlobalMetadata, then each node), in the
+  protobuf JSON mapping ``chakra_jsonizer`` prints (reference/astra-sim-and-chakra.md §4.3).
+- ``export --out PREFIX [overrides]``: the configured LLM workload (Hydra overrides as for
+  ``simsweep simulate``) as ``PREFIX.<rank>.et`` for every rank, ``PREFIX.comm_groups.json``,
+  and ``PREFIX.system.json`` / ``PREFIX.network.yml`` describing the configured system, so that
+  ``simsweep astra`` (or ASTRA-sim) runs it as is. Compute durations are the direct simulation's.
+- ``collective --algorithm A --collective C --ranks N --size BYTES --out PREFIX``: a native
+  algorithm as custom-collective ET files (``all-reduce-implementation-custom``).
+- ``msccl XML --size BYTES --out PREFIX``: MSCCL-IR XML converted to per-rank ET files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from simcore.traces.et import read_trace
+
+_GIB_PER_GB = 1e9 / 2**30  # ASTRA-sim's network "GB/s" is GiB/s (reference §3)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="simsweep chakra", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="action", required=True)
+    show = sub.add_parser("show", help="print a trace as JSON lines (like chakra_jsonizer)")
+    show.add_argument("file")
+    show.add_argument("--limit", type=int, default=None, help="at most this many nodes")
+    exp = sub.add_parser("export", help="write the configured LLM workload as per-rank ET files")
+    exp.add_argument("--out", required=True, help="output prefix: files <out>.<rank>.et")
+    exp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. parallel.tp=8")
+    col = sub.add_parser("collective", help="a native algorithm as custom-collective ET files")
+    col.add_argument("--algorithm", required=True)
+    col.add_argument("--collective", default="all_reduce")
+    col.add_argument("--ranks", type=int, required=True)
+    col.add_argument("--size", type=int, required=True, help="comm_size in bytes")
+    col.add_argument("--reduce-micros", type=int, default=0)
+    col.add_argument("--out", required=True)
+    ms = sub.add_parser("msccl", help="convert MSCCL-IR XML to per-rank ET files")
+    ms.add_argument("xml")
+    ms.add_argument("--size", type=int, required=True, help="collective size in bytes")
+    ms.add_argument("--out", required=True)
+    return p
+
+
+def _show(args: argparse.Namespace) -> int:
+    from simcore.traces.et_json import trace_to_json
+
+    trace = read_trace(args.file, cache=False)
+    out = sys.stdout
+    for k, obj in enumerate(trace_to_json(trace)):
+        if args.limit is not None and k > args.limit:
+            break
+        out.write(json.dumps(obj) + "\n")
+    return 0
+
+
+def _astra_configs(system: Any) -> tuple[dict[str, Any], str]:
+    """ASTRA-sim system JSON and analytical network YAML for a SystemSpec."""
+    dims = [(system.scaleup, system.gpus_per_node)]
+    if system.num_nodes > 1:
+        dims.append((system.scaleout, system.num_nodes))
+    net = (f"topology: [ {', '.join(d.kind for d, _ in dims)} ]\n"
+           f"npus_count: [ {', '.join(str(n) for _, n in dims)} ]\n"
+           f"bandwidth: [ {', '.join(f'{d.bandwidth_GBps * _GIB_PER_GB:.6f}' for d, _ in dims)} ]\n"
+           f"latency: [ {', '.join(f'{d.latency_ns:g}' for d, _ in dims)} ]\n")
+    algos = ["ring"] * len(dims)
+    sysjson = {
+        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4, "all-reduce-implementation": algos,
+        "all-gather-implementation": algos, "reduce-scatter-implementation": algos,
+        "all-to-all-implementation": algos, "collective-optimization": "localBWAware",
+        "local-mem-bw": system.accelerator.hbm_bandwidth_GBps, "boost-mode": 0,
+        "roofline-enabled": 0, "peak-perf": system.accelerator.peak_tflops_bf16,
+    }
+    return sysjson, net
+
+
+def _export(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from search.build import build_specs
+    from search.commands.simulate import compose
+    from simcore.api import check_structure, compiled_workload
+    from simcore.engine.evaluate import template_durations
+    from simcore.errors import InputError
+    from simcore.hardware import SystemBatch
+    from simcore.traces.et_export import write_comm_groups, write_traces
+    from simcore.traces.et_export_llm import transformer_to_traces
+
+    model, parallel, system = build_specs(compose(list(args.overrides)))
+    par, reason = check_structure(model, parallel, system)
+    if par is None:
+        raise InputError("structure", model.name, reason)
+    cw = compiled_workload(model, parallel, system)
+    seconds = template_durations(cw, SystemBatch.from_specs([system]), par.precision)[:, 0]
+    traces, groups = transformer_to_traces(cw.workload, par, np.asarray(seconds) * 1e6)
+    out = str(args.out)
+    paths = write_traces(out, [traces[r] for r in range(len(traces))])
+    write_comm_groups(f"{out}.comm_groups.json", groups)
+    sysjson, net = _astra_configs(system)
+    Path(f"{out}.system.json").write_text(json.dumps(sysjson, indent=1) + "\n")
+    Path(f"{out}.network.yml").write_text(net)
+    nodes = sum(t.num_nodes for t in traces.values())
+    print(f"wrote {len(paths)} ET files ({nodes} nodes) {out}.<rank>.et, {len(groups)} comm groups; "
+          f"run: simsweep astra --workload {out} --system {out}.system.json "
+          f"--network {out}.network.yml --comm-group {out}.comm_groups.json")
+    return 0
+
+
+def _collective(args: argparse.Namespace) -> int:
+    from simcore.traces.collective_graphs import build_collective, write_collective
+
+    traces = build_collective(args.algorithm, args.collective, args.ranks, args.size, args.reduce_micros)
+    paths = write_collective(args.out, traces)
+    print(f"wrote {len(paths)} ET files {args.out}.<rank>.et")
+    return 0
+
+
+def _msccl(args: argparse.Namespace) -> int:
+    from simcore.traces.collective_graphs import write_collective
+    from simcore.traces.msccl import msccl_to_traces
+
+    paths = write_collective(args.out, msccl_to_traces(Path(args.xml), args.size))
+    print(f"wrote {len(paths)} ET files {args.out}.<rank>.et")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Run the command; bad input -> InputError (exit 2)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as stop:
+        return int(stop.code or 0)
+    action = {"show": _show, "export": _export, "collective": _collective, "msccl": _msccl}
+    try:
+        return action[args.action](args)
+    except BrokenPipeError:  # e.g. `simsweep chakra show f | head`
+        sys.stderr.close()
+        return 0
