@@ -62,14 +62,7 @@ def test_custom_ring_all_reduce_equals_the_native_ring(tmp_path: Path) -> None:
 def test_hand_written_msccl_ring_matches_hand_calculation(tmp_path: Path) -> None:
     traces = msccl_to_traces(DATA / "ring_allreduce_4gpu.xml", 1 << 20)
     write_collective(tmp_path / "msccl_ring", traces)
-    try:
-        finish = _run(tmp_path, 4, 1 << 20, "Ring_4.yml", str(tmp_path / "msccl_ring"))
-    except IndexError:
-        # simcore/astra/custom.py CustomRun._finish: a child that finishes synchronously (its
-        # message had already arrived) brings `left` to 0 and calls on_done; the outer call
-        # then sees left == 0 and calls on_done a second time -> SystemLayer._advance past the
-        # last phase. Owned by astra; the assertion below runs once that is fixed.
-        pytest.xfail("astra CustomRun._finish calls on_done twice on re-entrant completion")
+    finish = _run(tmp_path, 4, 1 << 20, "Ring_4.yml", str(tmp_path / "msccl_ring"))
     # one chain per GPU: s, rrc, s, rrc, s, rrc, s, r, s, r, s, r; a send ends when its
     # message arrives, the neighbour's message has arrived by then; 262144 B per message,
     # rrc's reduction floor(3 x 262144 / 50e9 s) = 15 us
