@@ -155,6 +155,7 @@ def open_study(
                     for d in directions])
     for key, value in (metadata or {}).items():
         study.set_user_attr(key, value)
+    flush_storage(study)  # the study exists on disk before any trial
     return study
 
 
