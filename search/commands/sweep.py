@@ -1,0 +1,74 @@
+"""``simsweep sweep [--config-dir DIR] [overrides]``: a grid or random sweep on Ray, logged to MLflow.
+
+Overrides use Hydra's grammar; sweep axes may be given on the command line
+(``parallel.tp=1,2,4,8 system.scaleout.bandwidth_GBps=range(25,401,25)``) or in a sweep file
+(``sweep=<name>`` selects ``conf/sweep/<name>.yaml``; its ``axes`` map keys to expressions).
+See :mod:`search.driver` for the pipeline and README "Sweeps" for examples.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["default_config_dir", "main"]
+
+
+def default_config_dir() -> Path:
+    """``$SIMSWEEP_CONFIG_DIR``, else the project's ``conf/`` next to the ``search`` package."""
+    env = os.environ.get("SIMSWEEP_CONFIG_DIR")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parents[2] / "conf"
+    return here if here.is_dir() else Path.cwd() / "conf"
+
+
+def split_config_dir(argv: list[str]) -> tuple[Path, list[str]]:
+    """Pop ``--config-dir DIR`` (or ``--config-dir=DIR``) from ``argv``."""
+    rest, conf = [], default_config_dir()
+    it = iter(argv)
+    for arg in it:
+        if arg == "--config-dir":
+            conf = Path(next(it, "."))
+        elif arg.startswith("--config-dir="):
+            conf = Path(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+    return conf, rest
+
+
+def main(argv: list[str]) -> int:
+    """Run a sweep; print its summary and where its results are."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    from search.driver import compose_session, run_sweep
+    from search.plan import make_plan
+
+    conf, overrides = split_config_dir(argv)
+    compose, options = compose_session(conf)
+    plan = make_plan(compose, options, overrides)
+    cfg = plan.base_cfg
+    print(f"sweep {cfg.sweep.name}: {plan.num_points} points, {len(plan.combos)} structure "
+          f"group(s), axes: {', '.join(a.key for a in plan.axes) or '(none)'}", flush=True)
+    try:
+        outcome = run_sweep(plan, cfg)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished batches are on disk; resume with "
+              "sweep.resume=true sweep.output_dir=<the output folder>", file=sys.stderr)
+        return 130
+    print(outcome.summary_text)
+    rate = outcome.computed / outcome.wall_s if outcome.wall_s else 0.0
+    print(f"computed {outcome.computed} points ({outcome.skipped} already on disk) in "
+          f"{outcome.wall_s:.1f} s ({rate:,.0f} points/s); retries: {outcome.retries}")
+    print(f"results: {outcome.output_dir / 'results.parquet'}")
+    if outcome.tracking_ok and cfg.tracking.enabled:
+        where = "" if cfg.tracking.uri is None else f" (tracking server {cfg.tracking.uri})"
+        print(f"MLflow: experiment '{cfg.tracking.experiment or 'sweep-' + str(cfg.sweep.name)}',"
+              f" parent run {outcome.parent_run_id}{where}")
+        print("open the results in the MLflow UI:  simsweep ui   (then http://127.0.0.1:5000)")
+    elif cfg.tracking.enabled:
+        print(f"MLflow not updated ({outcome.tracking_error}); results are safe on disk. "
+              f"Log them later with:  simsweep sync {outcome.output_dir}")
+    return 0

@@ -1,0 +1,40 @@
+"""``simsweep sync <output_dir>... [--uri URI]``: log sweep results kept on disk to MLflow.
+
+For sweeps that ran while the tracking server was unreachable (``tracking_synced: false`` in the
+folder's ``sweep.json``), or that were interrupted. Idempotent: runs are found by their tags
+(:mod:`search.tracking`), so syncing twice creates nothing new.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simcore.errors import InputError
+
+__all__ = ["main"]
+
+
+def main(argv: list[str]) -> int:
+    """Publish each given sweep folder; print what was logged."""
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    from search.finish import publish_folder
+
+    uri = None
+    folders: list[Path] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--uri":
+            uri = next(it, None)
+        elif arg.startswith("--uri="):
+            uri = arg.split("=", 1)[1]
+        else:
+            folders.append(Path(arg))
+    for folder in folders:
+        if not (folder / "sweep.json").is_file():
+            raise InputError("output_dir", str(folder), "not a sweep folder (no sweep.json)")
+        counts = publish_folder(folder.resolve(), uri)
+        print(f"{folder}: {counts['points']} points; logged {counts['children']} child runs "
+              f"and {counts['artifacts']} artifacts")
+    return 0

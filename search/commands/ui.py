@@ -1,0 +1,45 @@
+"""``simsweep ui [--host H] [--port P] [--uri URI]``: the MLflow UI on the local tracking store.
+
+Serves ``<repo or cwd>/.simsweep/mlflow.db`` (the default store of ``simsweep sweep``) with its
+artifacts, on 127.0.0.1:5000 unless told otherwise. Runs in the foreground; Ctrl-C stops it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+__all__ = ["main", "ui_command"]
+
+
+def ui_command(argv: list[str]) -> list[str]:
+    """The ``mlflow ui`` command line for ``argv``."""
+    from search.tracking import default_store
+
+    opts = {"--host": "127.0.0.1", "--port": "5000", "--uri": None}
+    it = iter(argv)
+    for arg in it:
+        key, _, value = arg.partition("=")
+        if key not in opts:
+            raise SystemExit(f"simsweep ui: unknown option {arg!r} (use --host, --port, --uri)")
+        opts[key] = value or next(it, None)
+    uri, artifacts = default_store()
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--host", str(opts["--host"]),
+           "--port", str(opts["--port"]), "--backend-store-uri", opts["--uri"] or uri]
+    if opts["--uri"] is None:
+        cmd += ["--default-artifact-root", artifacts]
+    return cmd
+
+
+def main(argv: list[str]) -> int:
+    """Run the MLflow UI until interrupted."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    cmd = ui_command(argv)
+    print(f"MLflow UI on http://{cmd[cmd.index('--host') + 1]}:{cmd[cmd.index('--port') + 1]} "
+          f"(store {cmd[cmd.index('--backend-store-uri') + 1]}); Ctrl-C to stop", flush=True)
+    try:
+        return subprocess.call(cmd)
+    except KeyboardInterrupt:
+        return 0

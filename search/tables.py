@@ -1,0 +1,158 @@
+"""Results tables: one polars table per sweep, appended to parquet as batches finish.
+
+Model (DESIGN.md "Reliability": results are on disk first): a sweep's output folder holds
+``results/part-NNNNNN.parquet`` files, each written atomically (temporary name, then rename) so a
+killed driver leaves only whole parts; the table is the concatenation of the parts. Columns:
+``point_id`` and ``point_hash`` (identity), one column per sweep axis (the config key as the
+column name), the metrics (``iteration_time_s``, ``mfu``, ... as returned by the engine),
+``feasible``, ``reason``, and where it ran (``batch_id``, ``worker_node``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from numpy.typing import NDArray
+
+__all__ = ["ResultsStore", "Summary", "batch_frame", "format_summary", "summarize"]
+
+ID_COLUMNS = ("point_id", "point_hash")
+TAIL_COLUMNS = ("feasible", "reason", "batch_id", "worker_node")
+
+
+def batch_frame(point_ids: NDArray[np.int64], hashes: list[str],
+                axes: Mapping[str, NDArray[Any]], columns: Mapping[str, NDArray[Any]],
+                batch_id: int, worker_node: str) -> pl.DataFrame:
+    """One batch's rows: identity, axis values, metric columns, feasibility, provenance."""
+    data: dict[str, Any] = {"point_id": point_ids, "point_hash": hashes}
+    for key, values in axes.items():
+        data[key] = values.tolist() if values.dtype == object else values
+    for key, values in columns.items():
+        if key not in ("feasible", "reason"):
+            data[key] = values
+    data["feasible"] = np.asarray(columns["feasible"], dtype=bool)
+    data["reason"] = [str(r) for r in columns["reason"]]
+    data["batch_id"] = np.full(len(point_ids), batch_id, dtype=np.int64)
+    data["worker_node"] = [worker_node] * len(point_ids)
+    return pl.DataFrame(data)
+
+
+class ResultsStore:
+    """Append-only parquet parts under ``<output_dir>/results`` (see module docstring).
+
+    Args:
+        output_dir: the sweep folder.
+        flush_interval_s: buffered rows are written at least this often (and on :meth:`flush`).
+    """
+
+    def __init__(self, output_dir: str | Path, flush_interval_s: float = 2.0) -> None:
+        self.dir = Path(output_dir) / "results"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.flush_interval_s = flush_interval_s
+        self._buffer: list[pl.DataFrame] = []
+        self._last_flush = time.monotonic()
+        parts = sorted(self.dir.glob("part-*.parquet"))
+        self._next = int(parts[-1].stem.split("-")[1]) + 1 if parts else 0
+        self.write_s = 0.0
+
+    def add(self, frame: pl.DataFrame) -> None:
+        """Buffer a batch's rows; write a part when the flush interval has passed."""
+        self._buffer.append(frame)
+        if time.monotonic() - self._last_flush >= self.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered rows as one new part file (atomic rename)."""
+        self._last_flush = time.monotonic()
+        if not self._buffer:
+            return
+        t0 = time.perf_counter()
+        frame = pl.concat(self._buffer, how="diagonal_relaxed")
+        self._buffer = []
+        path = self.dir / f"part-{self._next:06d}.parquet"
+        tmp = path.with_suffix(".tmp")
+        frame.write_parquet(tmp)
+        os.replace(tmp, path)
+        self._next += 1
+        self.write_s += time.perf_counter() - t0
+
+    def load(self) -> pl.DataFrame:
+        """Every row written so far (empty frame when none)."""
+        parts = sorted(self.dir.glob("part-*.parquet"))
+        if not parts:
+            return pl.DataFrame()
+        return pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed")
+
+    def done_ids(self) -> NDArray[np.int64]:
+        """point_id of every row on disk."""
+        parts = sorted(self.dir.glob("part-*.parquet"))
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        ids = [pl.read_parquet(p, columns=["point_id"])["point_id"].to_numpy() for p in parts]
+        return np.concatenate(ids).astype(np.int64)
+
+    def consolidate(self, path: str | Path) -> pl.DataFrame:
+        """Write the whole table, sorted by point_id, to ``path``; return it."""
+        frame = self.load()
+        if frame.height:
+            frame = frame.sort("point_id")
+        tmp = Path(str(path) + ".tmp")
+        frame.write_parquet(tmp)
+        os.replace(tmp, path)
+        return frame
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Headline numbers of a results table."""
+
+    num_points: int
+    num_feasible: int
+    infeasible_by_reason: dict[str, int]
+    best: pl.DataFrame
+    objective: str
+    direction: str
+
+
+def _reason_code(reason: str) -> str:
+    return reason.split(":", 1)[0].strip() or "unknown"
+
+
+def summarize(frame: pl.DataFrame, objective: str, direction: str, top_k: int) -> Summary:
+    """Best ``top_k`` feasible points by ``objective`` and infeasible counts by reason code."""
+    if frame.height == 0:
+        return Summary(0, 0, {}, pl.DataFrame(), objective, direction)
+    ok = frame.filter(pl.col("feasible"))
+    best = pl.DataFrame()
+    if ok.height and objective in ok.columns:
+        best = ok.sort(objective, descending=direction == "maximize").head(top_k)
+    bad = frame.filter(~pl.col("feasible"))
+    counts: dict[str, int] = {}
+    for reason in bad["reason"].to_list():
+        code = _reason_code(reason)
+        counts[code] = counts.get(code, 0) + 1
+    return Summary(frame.height, ok.height, dict(sorted(counts.items())), best, objective,
+                   direction)
+
+
+def format_summary(summary: Summary, axes: list[str], metrics: list[str]) -> str:
+    """Human-readable summary: counts, infeasible reasons, best points table."""
+    lines = [f"points: {summary.num_points}   feasible: {summary.num_feasible}   "
+             f"infeasible: {summary.num_points - summary.num_feasible}"]
+    for reason, count in summary.infeasible_by_reason.items():
+        lines.append(f"  infeasible {reason}: {count}")
+    if summary.best.height:
+        cols = [c for c in [*axes, *metrics] if c in summary.best.columns]
+        lines.append(f"best {summary.best.height} by {summary.objective} ({summary.direction}):")
+        with pl.Config(tbl_rows=summary.best.height, tbl_cols=len(cols), tbl_width_chars=160,
+                       tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
+                       float_precision=4):
+            lines.append(str(summary.best.select(cols)))
+    return "\n".join(lines)

@@ -1,0 +1,42 @@
+"""Shared fixtures of the sweep tests: the project's conf/ and one local Ray per module."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def _plan_for(*overrides: str) -> Any:
+    from search.driver import compose_session
+    from search.plan import make_plan
+
+    compose, options = compose_session(CONF)
+    return make_plan(compose, options, ["sweep.progress=false", *overrides])
+
+
+@pytest.fixture
+def plan_for() -> Any:
+    """A function: overrides -> sweep plan on the project's conf/."""
+    return _plan_for
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[Any]:
+    """One local Ray with 2 CPUs for the whole test module (start-up is slow on 2 cores)."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    import ray
+
+    tmp = tempfile.mkdtemp(prefix="rs_", dir="/tmp")
+    ray.init(num_cpus=2, _temp_dir=tmp, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    yield ray
+    ray.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,81 @@
+"""Sweep planning on the project's conf/: axis kinds, per-point specs, hashes (search/plan.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from search.build import build_specs
+from search.driver import iter_batches, prepare_output
+from search.plan import format_value
+from search.workers import materialize_systems
+from simcore.errors import InputError
+
+AXES = ("system=dgx_a100_80g,dgx_h100_80g", "parallel.tp=1,2",
+        "system.scaleout.bandwidth_GBps=25,100", "system.accelerator.hbm_bandwidth_GBps=1500,2039")
+
+
+def test_hardware_axes_are_replaced_and_equal_a_full_composition_per_point(plan_for):
+    plan = plan_for("system.num_gpus=64", *AXES)
+    assert plan.num_points == 16 and len(plan.combos) == 4
+    assert plan.hardware == {"system.scaleout.bandwidth_GBps": "scaleout.bandwidth_GBps",
+                             "system.accelerator.hbm_bandwidth_GBps":
+                                 "accelerator.hbm_bandwidth_GBps"}
+    assert plan.columns["system.scaleout.bandwidth_GBps"].dtype == np.float64  # float field
+    from hydra import compose
+
+    seen = 0
+    for batch in iter_batches(plan, 3, np.zeros(0, dtype=np.int64)):
+        systems, errors = materialize_systems(batch)
+        assert errors == [""] * batch.size
+        for pid, system in zip(batch.point_ids.tolist(), systems, strict=True):
+            point = [f"{k}={format_value(plan.columns[k][pid])}" for k in plan.columns]
+            model, parallel, full = build_specs(
+                compose(config_name="config", overrides=["system.num_gpus=64", *point]))
+            assert (model, parallel, system) == (batch.model, batch.parallel, full)
+            seen += 1
+    assert seen == 16
+
+
+def test_structural_system_keys_are_composed_per_value(plan_for):
+    plan = plan_for("system.num_gpus=8,16", "system.scaleout.bandwidth_GBps=25,50")
+    assert list(plan.hardware) == ["system.scaleout.bandwidth_GBps"]
+    assert sorted(c.system.num_gpus for c in plan.combos) == [8, 16]
+
+
+def test_point_and_sweep_hashes_are_stable_and_distinct(plan_for):
+    one = plan_for(*AXES)
+    two = plan_for(*AXES)
+    assert one.point_hash == two.point_hash and len(set(one.point_hash)) == 16
+    assert one.sweep_hash == two.sweep_hash
+    assert plan_for(*AXES[:3]).sweep_hash != one.sweep_hash
+
+
+def test_a_bad_swept_value_fails_before_any_work(plan_for):
+    with pytest.raises(InputError) as err:
+        plan_for("system.scaleout.bandwidth_GBps=-5,10")
+    assert err.value.key == "system.scaleout.bandwidth_GBps" and "> 0" in err.value.rule
+
+
+def test_command_line_axes_replace_the_default_file_unless_it_is_chosen(plan_for):
+    default = plan_for()
+    assert default.num_points == 256 and default.base_cfg.system.num_gpus == 64
+    cli_only = plan_for("parallel.tp=1,2")
+    assert cli_only.num_points == 2 and cli_only.base_cfg.system.num_gpus == 8
+    chosen = plan_for("sweep=default", "parallel.tp=1,2")  # file axes, tp replaced
+    assert chosen.num_points == 2 * 16 * 4 and chosen.base_cfg.system.num_gpus == 64
+
+
+def test_resume_refuses_a_folder_holding_another_sweep(plan_for, tmp_path):
+    first = plan_for("parallel.tp=1,2", f"sweep.output_dir={tmp_path}")
+    prepare_output(first, first.base_cfg)
+    with pytest.raises(InputError, match="already holds a sweep"):
+        prepare_output(first, first.base_cfg)
+    other = plan_for("parallel.tp=1,4", f"sweep.output_dir={tmp_path}", "sweep.resume=true")
+    with pytest.raises(InputError, match="different sweep"):
+        prepare_output(other, other.base_cfg)
+    again = plan_for("parallel.tp=1,2", f"sweep.output_dir={tmp_path}", "sweep.resume=true")
+    out, manifest = prepare_output(again, again.base_cfg)
+    assert out == tmp_path and manifest["num_points"] == 2
+    assert OmegaConf.load(tmp_path / "config.yaml").parallel.tp == 1
