@@ -209,27 +209,33 @@ def _compose_error(err: Exception, overrides: Sequence[str]) -> InputError:
 
 def compose_session(config_dir: str | Path) -> tuple[Callable[[Sequence[str]], DictConfig],
                                                      Callable[[str], list[str]]]:
-    """Initialize Hydra on ``config_dir``; return (compose, group options) callables."""
+    """(compose, group options) callables on ``config_dir``.
+
+    Each call initializes Hydra, composes and clears it again, so no global Hydra state
+    outlives a call (other code may use ``initialize_config_dir`` freely).
+    """
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
     from search.schema import register_configs
 
-    GlobalHydra.instance().clear()
     register_configs()
-    initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base=None)
-    loader = GlobalHydra.instance().config_loader()
+    root = str(Path(config_dir).resolve())
 
     def _compose(overrides: Sequence[str]) -> DictConfig:
+        GlobalHydra.instance().clear()
         try:
-            return compose(config_name="config", overrides=list(overrides))
+            with initialize_config_dir(config_dir=root, version_base=None):
+                return compose(config_name="config", overrides=list(overrides))
         except HydraException as err:
             raise _compose_error(err, overrides) from None
 
     def _options(name: str) -> list[str]:
         if "." in name:
             return []
-        return list(loader.get_group_options(name))
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=root, version_base=None):
+            return list(GlobalHydra.instance().config_loader().get_group_options(name))
 
     return _compose, _options

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
@@ -11,6 +13,8 @@ from search.driver import iter_batches, prepare_output
 from search.plan import format_value
 from search.workers import materialize_systems
 from simcore.errors import InputError
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
 
 AXES = ("system=dgx_a100_80g,dgx_h100_80g", "parallel.tp=1,2",
         "system.scaleout.bandwidth_GBps=25,100", "system.accelerator.hbm_bandwidth_GBps=1500,2039")
@@ -23,16 +27,16 @@ def test_hardware_axes_are_replaced_and_equal_a_full_composition_per_point(plan_
                              "system.accelerator.hbm_bandwidth_GBps":
                                  "accelerator.hbm_bandwidth_GBps"}
     assert plan.columns["system.scaleout.bandwidth_GBps"].dtype == np.float64  # float field
-    from hydra import compose
+    from search.driver import compose_session
 
+    compose = compose_session(CONF)[0]
     seen = 0
     for batch in iter_batches(plan, 3, np.zeros(0, dtype=np.int64)):
         systems, errors = materialize_systems(batch)
         assert errors == [""] * batch.size
         for pid, system in zip(batch.point_ids.tolist(), systems, strict=True):
             point = [f"{k}={format_value(plan.columns[k][pid])}" for k in plan.columns]
-            model, parallel, full = build_specs(
-                compose(config_name="config", overrides=["system.num_gpus=64", *point]))
+            model, parallel, full = build_specs(compose(["system.num_gpus=64", *point]))
             assert (model, parallel, system) == (batch.model, batch.parallel, full)
             seen += 1
     assert seen == 16

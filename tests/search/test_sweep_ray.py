@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
-from hydra import compose
 from mlflow import MlflowClient
 
 from search.driver import run_sweep
 
+CONF = Path(__file__).resolve().parents[2] / "conf"
 pytestmark = [pytest.mark.ray, pytest.mark.mlflow]
 
 AXES = ("parallel.tp=1,2", "system.scaleout.bandwidth_GBps=range(25,401,25)",
@@ -56,15 +57,17 @@ def test_sweep_lands_every_point_in_parquet_and_mlflow(ray_local, plan_for, tmp_
 
 def test_table_values_equal_a_fresh_single_point_evaluation(ray_local, plan_for, tmp_path):
     from search.build import build_specs
+    from search.driver import compose_session
     from simcore.api import simulate_batch
 
     plan = plan_for(*AXES, "tracking.enabled=false", f"sweep.output_dir={tmp_path}")
     run_sweep(plan, plan.base_cfg)
     table = pl.read_parquet(tmp_path / "results.parquet")
+    compose = compose_session(CONF)[0]
     for pid in (0, 77, 255):
         row = table.row(pid, named=True)
         point = [f"{k}={row[k]}" for k in plan.columns]
-        model, parallel, system = build_specs(compose(config_name="config", overrides=point))
+        model, parallel, system = build_specs(compose(point))
         single = simulate_batch(model, parallel, [system])
         assert row["iteration_time_s"] == pytest.approx(float(single.iteration_time_s[0]), rel=1e-12)
         assert row["feasible"] == bool(single.feasible[0])
