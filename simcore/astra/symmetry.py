@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,19 +37,37 @@ def _group_ids(program: RankProgram) -> NDArray[np.int64]:
     return table[program.pg_codes]
 
 
-def _base_hash(program: RankProgram, group_ids: NDArray[np.int64], sizes: dict[int, int]) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    for arr in (program.ids, program.types, program.duration_us, program.is_cpu_op, program.parents_ptr,
-                program.parents):
-        h.update(np.ascontiguousarray(arr).tobytes())
-    for name in sorted(program.ints):
-        if name not in ("comm_src", "comm_dst"):
-            h.update(np.ascontiguousarray(program.ints[name]).tobytes())
-    lookup = np.vectorize(lambda g: sizes.get(int(g), -1), otypes=[np.int64])
-    distinct, inverse = np.unique(group_ids, return_inverse=True)
-    h.update(lookup(distinct)[inverse].tobytes())
-    h.update(repr(program.involved_dim).encode())
-    return h.digest()
+def _columns(program: RankProgram, group_ids: NDArray[np.int64], sizes: dict[int, int]) -> list[NDArray[Any]]:
+    """Everything of a trace except who the peers are (group ids become group sizes)."""
+    table = np.full(max(max(sizes), int(group_ids.max(initial=0))) + 1, -1, dtype=np.int64)
+    for gid, size in sizes.items():
+        table[gid] = size
+    group_sizes = table[group_ids]
+    cols: list[NDArray[Any]] = [program.ids, program.types, program.duration_us, program.is_cpu_op, program.parents_ptr,
+            program.parents, group_sizes]
+    cols += [program.ints[name] for name in sorted(program.ints) if name not in ("comm_src", "comm_dst")]
+    return cols
+
+
+def _base_colors(programs: Sequence[RankProgram], sizes: dict[int, int]) -> NDArray[np.int64]:
+    """Colour = class of ranks whose peer-blind columns are equal (checked element by element)."""
+    reps: dict[tuple[int, ...], list[tuple[int, list[NDArray[Any]]]]] = {}
+    color = np.zeros(len(programs), dtype=np.int64)
+    count = 0
+    for r, program in enumerate(programs):
+        cols = _columns(program, _group_ids(program), sizes)
+        quick = (program.num_nodes, int(program.duration_us.sum()), int(program.parents.sum()))
+        for c, other in reps.get(quick, []):
+            if all(np.array_equal(a, b) for a, b in zip(cols, other, strict=True)) and (
+                program.involved_dim == programs[int(np.flatnonzero(color == c)[0])].involved_dim
+            ):
+                color[r] = c
+                break
+        else:
+            reps.setdefault(quick, []).append((count, cols))
+            color[r] = count
+            count += 1
+    return color
 
 
 def _peers(program: RankProgram) -> NDArray[np.int64]:
@@ -87,19 +106,18 @@ def representatives(programs: Sequence[RankProgram], groups: CommGroupsSpec, top
     peers = [_peers(p) for p in programs]
     if any(((p < 0) | (p >= n)).any() for p in peers):
         return identity
-    color = _ids([_base_hash(p, _group_ids(p), sizes) for p in programs])
+    color = _base_colors(programs, sizes)
     classes = int(color.max()) + 1
     while True:
         gcolor = {gid: hashlib.blake2b(np.sort(color[m]).tobytes(), digest_size=8).digest()
                   for gid, m in members.items()}
-        gcode = {gid: i for i, gid in enumerate(gcolor)}
-        gnum = _ids(list(gcolor.values()))
+        gnum = np.zeros(max(members) + 1, dtype=np.int64)
+        gnum[list(gcolor)] = _ids(list(gcolor.values()))  # group id -> colour of its member multiset
         keys = []
         for r in range(n):
             h = hashlib.blake2b(int(color[r]).to_bytes(8, "little"), digest_size=16)
             h.update(color[peers[r]].tobytes())
-            h.update(gnum[[gcode[int(g)] for g in np.unique(gids[r])]].tobytes() if gids[r].size else b"")
-            h.update(np.unique(gids[r], return_inverse=True)[1].tobytes())
+            h.update(gnum[gids[r]].tobytes())
             keys.append(h.digest())
         color = _ids(keys)
         if int(color.max()) + 1 == classes:

@@ -21,6 +21,8 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from simcore.astra.program import NodeType, RankProgram
 from simcore.errors import InputError
 
@@ -55,7 +57,13 @@ class WorkloadRank:
             _CPU if cpu[i] else _COMP if t == NodeType.COMP else _COMMSLOT if t in (NodeType.SEND, NodeType.COLL)
             else _FREE for i, t in enumerate(self._types)
         ]
-        self._heaps: list[list[tuple[int, int]]] = [[], [], [], []]
+        self._heaps: list[list[int]] = [[], [], [], []]
+        order = np.argsort(program.ids, kind="stable")
+        self._node_at = order.tolist()  # rank in id order -> node index
+        key = np.empty_like(order)
+        key[order] = np.arange(order.shape[0])
+        self._key = key.tolist()  # node index -> rank in id order
+        self._groups: dict[int, tuple[int, ...] | None] = {}
         self._busy = [False, False, False, False]
         self._runtime = self._compute_runtimes()
         self.collective_handler: Callable[..., None] = system.generate
@@ -88,31 +96,41 @@ class WorkloadRank:
         """Make the root nodes ready and issue what can run at t = 0."""
         for i, pending in enumerate(self._pending):
             if pending == 0:
-                heapq.heappush(self._heaps[self._slot[i]], (self._ids[i], i))
+                heapq.heappush(self._heaps[self._slot[i]], self._key[i])
         self.issue()
 
     def issue(self) -> None:
-        """Issue ready nodes in ascending id while their slot is free (``issue_dep_free_nodes``)."""
-        heaps, busy = self._heaps, self._busy
+        """Issue ready nodes in ascending id while their slot is free (``issue_dep_free_nodes``).
+
+        Heaps hold each node's rank in id order, so the smallest key is the smallest node id.
+        """
+        free, comp, cpu, comm = self._heaps
+        busy, node_at = self._busy, self._node_at
+        pop = heapq.heappop
         while True:
-            best = -1
-            best_id = 0
-            for cls in (_FREE, _COMP, _CPU, _COMMSLOT):
-                heap = heaps[cls]
-                if heap and (cls == _FREE or not busy[cls]) and (best < 0 or heap[0][0] < best_id):
-                    best, best_id = cls, heap[0][0]
-            if best < 0:
+            heap = free if free else None
+            if comp and not busy[_COMP] and (heap is None or comp[0] < heap[0]):
+                heap = comp
+            if cpu and not busy[_CPU] and (heap is None or cpu[0] < heap[0]):
+                heap = cpu
+            if comm and not busy[_COMMSLOT] and (heap is None or comm[0] < heap[0]):
+                heap = comm
+            if heap is None:
                 return
-            _, i = heapq.heappop(heaps[best])
-            if best != _FREE:
-                busy[best] = True
+            i = node_at[pop(heap)]
+            if heap is comp:
+                busy[_COMP] = True
+                runtime = self._runtime[i]
+                self.gpu_compute_ns += runtime
+                self.ctx.events.after(runtime, self.finish, i)
+                continue
+            if heap is not free:
+                busy[_CPU if heap is cpu else _COMMSLOT] = True
             self._dispatch(i)
 
     def _dispatch(self, i: int) -> None:
         t = self._types[i]
-        if t == NodeType.COMP:
-            if self._slot[i] == _COMP:
-                self.gpu_compute_ns += self._runtime[i]
+        if t == NodeType.COMP:  # a CPU compute op (GPU ones are issued inline above)
             self.ctx.events.after(self._runtime[i], self.finish, i)
         elif t == NodeType.COLL:
             self._collective(i)
@@ -132,12 +150,12 @@ class WorkloadRank:
             self._busy[cls] = False
         self.completed += 1
         self.finish_ns = self.ctx.events.now_ns
-        pending, ids, slot, heaps = self._pending, self._ids, self._slot, self._heaps
+        pending, key, slot, heaps, cidx = self._pending, self._key, self._slot, self._heaps, self._cidx
         for k in range(self._cptr[i], self._cptr[i + 1]):
-            c = self._cidx[k]
+            c = cidx[k]
             pending[c] -= 1
             if pending[c] == 0:
-                heapq.heappush(heaps[slot[c]], (ids[c], c))
+                heapq.heappush(heaps[slot[c]], key[c])
         self.issue()
 
     # ------------------------------------------------------------------ node kinds
@@ -167,6 +185,14 @@ class WorkloadRank:
 
     def group_of(self, i: int) -> tuple[int, ...] | None:
         """Members of node ``i``'s communicator group (None = all NPUs)."""
+        code = int(self.program.pg_codes[i])
+        if code in self._groups:
+            return self._groups[code]
+        group = self._lookup_group(i)
+        self._groups[code] = group
+        return group
+
+    def _lookup_group(self, i: int) -> tuple[int, ...] | None:
         pg = self.program.pg_name(i)
         if pg is None or pg in ("", "0"):
             return None
