@@ -90,6 +90,9 @@ def trace_paths(prefix: str | os.PathLike[str], num_ranks: int | None = None) ->
     return [f"{pre}.{r}.et" for r in ranks]
 
 
+_FILES_PER_PASS = 4
+
+
 def _read_bytes(path: str) -> bytes:
     with open(path, "rb") as fh:
         return decompress(fh.read(), path)
@@ -101,8 +104,9 @@ def read_traces(
 ) -> list[EtTrace]:
     """Read the per-rank files ``<prefix>.<rank>.et``; element r is rank r's trace.
 
-    Cached files are loaded from the cache; the others are decompressed in parallel threads
-    and decoded together in ``threads`` vectorized batches (default: one per CPU, at most 4).
+    Cached files are loaded from the cache; the others are decompressed and decoded a few
+    files per vectorized pass, passes spread over ``threads`` threads (default: one per CPU,
+    at most 4; zlib and numpy release the GIL).
     """
     from simcore.traces import et_cache
 
@@ -111,15 +115,16 @@ def read_traces(
     miss = [i for i, t in enumerate(out) if t is None]
     if miss:
         workers = max(1, min(threads or min(os.cpu_count() or 1, 4), len(miss)))
-        chunks = [miss[k::workers] for k in range(workers)]
-        chunks = [sorted(c) for c in chunks if c]
+        # a few files per vectorized pass: amortizes numpy's per-call cost while the arrays
+        # stay small enough to be recycled by the allocator (no page faults)
+        chunks = [miss[k : k + _FILES_PER_PASS] for k in range(0, len(miss), _FILES_PER_PASS)]
 
         def decode(chunk: list[int]) -> list[EtTrace]:
             datas = [_read_bytes(paths[i]) for i in chunk]
             return decode_many(datas, [paths[i] for i in chunk])
 
         if workers == 1:
-            decoded = [decode(chunks[0])]
+            decoded = [decode(c) for c in chunks]
         else:
             with ThreadPoolExecutor(workers) as pool:
                 decoded = list(pool.map(decode, chunks))
