@@ -10,6 +10,8 @@ methods-hap-ace-echo.md §5.2):
 - ``r`` -> COMM_RECV with ``comm_src`` = the tb's ``recv`` peer, ``comm_tag`` = ``chan``;
 - ``rrc`` -> COMM_RECV then a COMP node (the reduction) with a data dep on it;
 - ``nop`` is elided (whoever depends on it depends on its dependencies instead);
+- (extension) the fused instructions ``rcs`` -> RECV, SEND; ``rrs`` / ``rrcs`` -> RECV, COMP,
+  SEND (each node waiting for the one before);
 - every step has a data dep on the previous step of its threadblock and on step ``deps`` of
   threadblock ``depid`` (-1 = none);
 - message bytes = collective size / input chunks (``i_chunks``, else ``nchunksperloop``) x
@@ -32,7 +34,7 @@ from simcore.traces.et_trace import EtTrace
 __all__ = ["MscclAlgorithm", "msccl_to_traces", "parse_msccl"]
 
 REDUCE_BANDWIDTH_GBPS = 50.0
-_TYPES = {"s", "r", "rrc", "nop"}
+_TYPES = {"s", "r", "rrc", "nop", "rcs", "rrs", "rrcs"}
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,14 @@ def _topological(deps: dict[tuple[int, int], list[tuple[int, int]]], gid: int, s
     return order
 
 
+# step type -> the nodes it becomes, in order (each waits for the one before)
+_EXPANSION = {
+    "s": ("send",), "r": ("recv",), "rrc": ("recv", "reduce"),
+    # fused MSCCLang instructions (an extension of the converter's four types):
+    "rcs": ("recv", "send"), "rrs": ("recv", "reduce", "send"), "rrcs": ("recv", "reduce", "send"),
+}
+
+
 def _gpu_trace(alg: MscclAlgorithm, gpu: _Gpu, coll_size: int, source: str) -> EtTrace:
     chunk = coll_size // gpu.i_chunks
     b = EtTraceBuilder(metadata={"schema": "1.0.2-chakra.0.0.4", "collective": alg.collective})
@@ -169,24 +179,25 @@ def _gpu_trace(alg: MscclAlgorithm, gpu: _Gpu, coll_size: int, source: str) -> E
         deps = sorted({n for d in step_deps[key] for n in last[d]})
         size = chunk * step.cnt
         name = f"{alg.name}_gpu{gpu.gid}_tb{step.tb}_s{step.s}"
-        if step.kind == "nop":
-            last[key] = deps
-            continue
-        if step.kind == "s":
-            if send < 0:
-                raise InputError(f"{source} gpu {gpu.gid} tb {step.tb}.send", send, "a send step needs a send peer")
-            nid = b.add_node(len(b), name + "_send", NodeType.COMM_SEND_NODE, data_deps=deps, attrs={
-                "is_cpu_op": False, "comm_size": size, "comm_src": gpu.gid, "comm_dst": send, "comm_tag": chan})
-        else:
-            if recv < 0:
-                raise InputError(f"{source} gpu {gpu.gid} tb {step.tb}.recv", recv, "a receive step needs a recv peer")
-            nid = b.add_node(len(b), name + "_recv", NodeType.COMM_RECV_NODE, data_deps=deps, attrs={
-                "is_cpu_op": False, "comm_size": size, "comm_src": recv, "comm_dst": gpu.gid, "comm_tag": chan})
-            if step.kind == "rrc":
+        where = f"{source} gpu {gpu.gid} tb {step.tb}"
+        for part in _EXPANSION.get(step.kind, ()):
+            common = {"is_cpu_op": False, "comm_size": size, "comm_tag": chan}
+            if part == "send":
+                if send < 0:
+                    raise InputError(f"{where}.send", send, "a send step needs a send peer")
+                nid = b.add_node(len(b), name + "_send", NodeType.COMM_SEND_NODE, data_deps=deps,
+                                 attrs={**common, "comm_src": gpu.gid, "comm_dst": send})
+            elif part == "recv":
+                if recv < 0:
+                    raise InputError(f"{where}.recv", recv, "a receive step needs a recv peer")
+                nid = b.add_node(len(b), name + "_recv", NodeType.COMM_RECV_NODE, data_deps=deps,
+                                 attrs={**common, "comm_src": recv, "comm_dst": gpu.gid})
+            else:
                 micros = int(3 * size / (REDUCE_BANDWIDTH_GBPS * 1e9) * 1e6)
-                nid = b.add_node(len(b), name + "_reduce", NodeType.COMP_NODE, data_deps=[nid],
+                nid = b.add_node(len(b), name + "_reduce", NodeType.COMP_NODE, data_deps=deps,
                                  duration_micros=micros, attrs={"is_cpu_op": False, "tensor_size": size})
-        last[key] = [nid]
+            deps = [nid]
+        last[key] = deps  # a nop passes its own dependencies on
     return b.build(path=f"{source} gpu {gpu.gid}")
 
 

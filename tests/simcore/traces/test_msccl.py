@@ -93,3 +93,17 @@ def test_cross_threadblock_deps_and_nop_elision(tmp_path: Path) -> None:
 def test_malformed_msccl_is_an_input_error(xml: str, rule: str) -> None:
     with pytest.raises(InputError, match=rule):
         msccl_to_traces(xml, 1024)
+
+
+def test_fused_instructions_expand_into_chains() -> None:
+    xml = ("<algo name='f' ngpus='2' nchunksperloop='2'>"
+           "<gpu id='0' i_chunks='2'><tb id='0' send='1' recv='1' chan='3'>"
+           "<step s='0' type='s'/><step s='1' type='rrs'/><step s='2' type='rcs'/></tb></gpu>"
+           "<gpu id='1' i_chunks='2'><tb id='0' send='0' recv='0' chan='3'>"
+           "<step s='0' type='rrcs'/><step s='1' type='r'/><step s='2' type='s'/></tb></gpu></algo>")
+    t0, t1 = msccl_to_traces(xml, 2048)
+    assert t0.types.tolist() == [S, R, C, S, R, S]
+    assert t1.types.tolist() == [R, C, S, R, S]
+    assert [_deps(t0, i) for i in range(6)] == [[], [0], [1], [2], [3], [4]]
+    assert set(t0.int_attr("comm_tag")[0][t0.types != C].tolist()) == {3}
+    assert set(t1.int_attr("comm_size")[0][t1.types != C].tolist()) == {1024}
