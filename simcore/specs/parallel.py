@@ -49,6 +49,8 @@ class ParallelSpec:
         dp_overlap: overlap gradient reduction (and ZeRO-3 gathers) with compute.
         tp_comm_overlap: overlap TP collectives with the neighbouring GEMMs (chunked).
         precision: compute precision of the GEMMs (``fp16``, ``bf16``, ``fp8``, ...).
+        flash_attention: fused (flash) attention core; false = Megatron-LM's unfused core
+            (as in Narayanan et al. 2021 and Korthikanti et al. 2022).
     """
 
     tp: int = 1
@@ -65,6 +67,7 @@ class ParallelSpec:
     dp_overlap: bool = True
     tp_comm_overlap: bool = False
     precision: str = "bf16"
+    flash_attention: bool = True
 
     def __post_init__(self) -> None:
         p = "parallel."
@@ -72,7 +75,7 @@ class ParallelSpec:
             _positive_int(getattr(self, key), p + key)
         if self.dp is not None:
             _positive_int(self.dp, p + "dp")
-        for key in ("sequence_parallel", "dp_overlap", "tp_comm_overlap"):
+        for key in ("sequence_parallel", "dp_overlap", "tp_comm_overlap", "flash_attention"):
             require(isinstance(getattr(self, key), bool), p + key, getattr(self, key),
                     "must be true or false")
         require(self.recompute in RECOMPUTE_MODES, p + "recompute", self.recompute,

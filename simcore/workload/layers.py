@@ -14,8 +14,9 @@ sequence parallelism: Korthikanti et al. 2022, Sec. 4.2.2):
   (forward) and before it (backward); with sequence parallelism each all-reduce becomes a
   reduce-scatter plus an all-gather of the same buffer (layer norms/dropouts then run on T/t).
 
-Backward = 2x the forward GEMMs (data and weight gradients) and memory-bound passes, 2.5x the
-attention core (FlashAttention-2 backward). A layer is a list of *steps*: ``("c", tmpl)`` compute,
+Backward = 2x the forward GEMMs (data and weight gradients) and memory-bound passes, 2.5x a
+fused flash-attention core (FlashAttention-2 backward); ``parallel.flash_attention = false``
+emits Megatron's unfused core (batched GEMMs, softmax and dropout over ``b a/t s^2`` scores). A layer is a list of *steps*: ``("c", tmpl)`` compute,
 ``("tp", tmpl)`` / ``("ep", tmpl)`` a collective, ``("attn", chunk_tmpl, kv_tmpl, n)`` the
 attention core in ``n`` CP chunks.
 """
@@ -85,17 +86,32 @@ class _Builder:
         rs = self.coll("tp_reducescatter", CommType.REDUCE_SCATTER, size, "tp")
         return ([("tp", ag)], [("tp", rs)])
 
-    def attention(self, scale: float, attn_scale: float, tag: str) -> list[Step]:
+    def core(self, fwd: bool) -> list[tuple[int, float]]:
+        """Kernels of the attention core of all local queries against all keys (the CP
+        chunks split it). Flash: one fused kernel (backward 2.5x). Unfused (Megatron-LM before
+        flash attention): batched QK^T and AV GEMMs, fused scale-mask-softmax (read + write
+        ``b a/t s^2`` 16-bit scores) and dropout (read, write, 1-byte mask); backward 2x."""
+        m, p = self.m, self.p
+        heads = p.micro_batch * m.num_heads / p.tp
+        s_q, s_kv = m.seq_len // p.cp, m.seq_len
+        if p.flash_attention:
+            core = self.ops.kernel("attn", heads, s_q, s_kv, m.head_dim)
+            return [(core, 1.0 if fwd else _BWD_ATTN)]
+        qk = self.ops.kernel("gemm", heads * s_q, s_kv, m.head_dim)
+        av = self.ops.kernel("gemm", heads * s_q, m.head_dim, s_kv)
+        scores = heads * s_q * s_kv
+        softmax_dropout = self.ops.kernel("mem", scores * (2 * ACT_BYTES + 2 * ACT_BYTES + 1))
+        w = 1.0 if fwd else _BWD_GEMM
+        return [(qk, w), (av, w), (softmax_dropout, w)]
+
+    def attention(self, scale: float, fwd: bool, tag: str) -> list[Step]:
         m, p = self.m, self.p
         h, t = m.hidden_size, p.tp
         pre = [(self.mem(2 * h), 1.0), (self.gemm(m.qkv_out / t, h), 1.0)]
         post = [(self.gemm(h, h / t), 1.0), (self.mem(3 * h), 1.0)]
-        s_loc = m.seq_len // p.cp
-        heads = p.micro_batch * m.num_heads / t
-        core = self.ops.kernel("attn", heads, s_loc, s_loc, m.head_dim)
         t_pre = self.ops.template(f"attn_pre_{tag}", [(k, w * scale) for k, w in pre])
         t_post = self.ops.template(f"attn_post_{tag}", [(k, w * scale) for k, w in post])
-        t_core = self.ops.template(f"attn_core_{tag}", [(core, attn_scale)])
+        t_core = self.ops.template(f"attn_core_{tag}", self.core(fwd))
         kv_bytes = 2 * self.tokens * m.kv_heads * m.head_dim / t * ACT_BYTES
         kv_bytes *= 2.0 if tag == "bwd" else 1.0  # KV and their gradients
         span = self.spans["cp"]
@@ -132,9 +148,8 @@ class _Builder:
 
     def block(self, fwd: bool, tag: str) -> list[Step]:
         scale = 1.0 if fwd else _BWD_GEMM
-        attn_scale = 1.0 if fwd else _BWD_ATTN
         before, after = self.tp_pair(fwd)
-        attn = before + self.attention(scale, attn_scale, tag) + after
+        attn = before + self.attention(scale, fwd, tag) + after
         mlp = before + self.mlp(scale, tag) + after
         return attn + mlp if fwd else mlp + attn
 
@@ -148,10 +163,7 @@ def build_layer_ops(model: ModelSpec, parallel: ParallelSpec, spans: dict[str, G
     if parallel.recompute == "full":
         recompute = tuple(b.block(True, "recompute"))
     elif parallel.recompute == "selective":
-        heads = parallel.micro_batch * model.num_heads / parallel.tp
-        s_loc = model.seq_len // parallel.cp
-        core = ops.kernel("attn", heads, s_loc, s_loc, model.head_dim)
-        recompute = (("c", ops.template("attn_core_recompute", [(core, float(parallel.cp))])),)
+        recompute = (("c", ops.template("attn_core_recompute", b.core(True))),)
     else:
         recompute = ()
     h, v, t = model.hidden_size, model.vocab_size, parallel.tp
