@@ -8,6 +8,9 @@ process (interpreter start-up included) several times:
 - ``warm``: the ET decode cache populated by the previous run (the OS file cache is warm in both).
 It prints the median wall time, the peak RSS of the process, the ratio to ASTRA-sim, and whether
 all 64 NPUs reproduce ASTRA-sim's printed numbers (exact match count and worst relative error).
+A second table times the same work inside one process (imports excluded; a Python + numpy start
+costs ~0.5 s here): reading the 64 traces from the warm decode cache plus simulating, and
+simulating alone (peak Python allocations by tracemalloc).
 
 Usage: python scripts/bench_astra.py [--inputs DIR] [--repeat 3]
 """
@@ -92,7 +95,40 @@ def main() -> int:
     for backend, mode, median, peak, ratio, exact, worst in rows:
         print(f"{backend:<8} {mode:<8} {median:7.2f} {peak:8.0f} {ASTRA_SIM_S[backend]:11.1f} {ratio:7.1f}x "
               f"{exact:>7}/64 {worst:9.2e}")
+    _in_process(args.inputs, args.repeat)
     return 0
+
+
+def _in_process(inputs: Path, repeat: int) -> None:
+    import tracemalloc
+
+    sys.path.insert(0, str(REPO))
+    from simcore.astra.load import read_programs
+    from simcore.astra.run import simulate_astra
+    from simcore.traces import et_cache
+    from simcore.traces.astra_inputs import read_comm_groups, read_network, read_system
+
+    system, network = read_system(inputs / "system.json"), read_network(inputs / "network.yml")
+    groups = read_comm_groups(inputs / "comm_groups.json", network.npus)
+    print(f"\nin one process, imports excluded; median of {repeat}")
+    print(f"{'backend':<8} {'read+sim s':>10} {'sim s':>7} {'sim peak MB':>11} {'speed-up (read+sim)':>20}")
+    for backend in ("unaware", "aware"):
+        total, sim = [], []
+        for _ in range(repeat):
+            et_cache.clear_memory()
+            start = time.perf_counter()
+            programs = read_programs(inputs / "workload", network.npus)
+            mid = time.perf_counter()
+            simulate_astra(programs, system, network, backend, groups)
+            end = time.perf_counter()
+            total.append(end - start)
+            sim.append(end - mid)
+        tracemalloc.start()
+        simulate_astra(programs, system, network, backend, groups)
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        med = statistics.median(total)
+        print(f"{backend:<8} {med:10.2f} {statistics.median(sim):7.2f} {peak:11.1f} {ASTRA_SIM_S[backend] / med:19.1f}x")
 
 
 if __name__ == "__main__":
