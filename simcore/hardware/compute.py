@@ -8,11 +8,16 @@ Model (DESIGN.md, "Two fidelity modes", calibrated mode):
   so small and skinny GEMMs run further below peak (measured A100 GEMM throughput,
   reference/peers-hardware-measurements.md A.3: 64x12288^2 -> 102 TFLOP/s, 8192x12288^2 -> 287,
   8192x256^2 -> 30). The memory roof is ``elem_bytes (mk + kn + mn) / (hbm_bw * hbm_efficiency)``;
-  the time is ``max(compute, memory) + kernel_overhead_us``.
+  the time is ``max(compute, memory) + kernel_overhead_us``. Inside a training step the compute
+  roofs are scaled by ``sustained_compute_fraction`` (sustained clocks and launch gaps: the
+  microbenchmark runs at boost clock).
 * **Attention** (flash-attention style fused core ``softmax(QK^T) V``): ``4 * bh * s_q * s_kv * d``
   FLOPs (half when causal), at ``attention_efficiency_max * s_kv / (s_kv + attention_half_seq)
   * d / (d + gemm_half_dim)`` of peak: short sequences and narrow heads cannot fill the tensor
-  cores (same quantization argument as the GEMM).
+  cores (same quantization argument as the GEMM). An unfused implementation (Megatron-LM
+  before FlashAttention) also streams the ``s_q x s_kv`` score matrix through HBM several
+  times: ``attention_score_bytes_per_elem`` bytes per score (always the full square: the
+  unfused kernels mask, they do not skip) over ``hbm_bw * hbm_efficiency``.
 * **Memory-bound kernels** (layer norm, softmax, GELU, dropout, bias, optimizer step): bytes
   read + written over ``hbm_bw * hbm_efficiency``, plus the kernel overhead.
 
@@ -59,7 +64,8 @@ def gemm_efficiency(sb: SystemBatch, m: object, n: object, k: object) -> FloatAr
     """(U, B) fraction of dense peak a GEMM of shape m x n x k reaches when compute-bound."""
     half = _row(sb.calib["gemm_half_dim"])
     shape = _quantization(_col(m), half) * _quantization(_col(n), half)
-    return _row(sb.calib["gemm_efficiency_max"]) * shape * _quantization(_col(k), half)
+    top = _row(sb.calib["gemm_efficiency_max"] * sb.calib["sustained_compute_fraction"])
+    return top * shape * _quantization(_col(k), half)
 
 
 def gemm_time_s(sb: SystemBatch, m: object, n: object, k: object, precision: str) -> FloatArray:
@@ -105,11 +111,13 @@ def attention_time_s(
     if causal:
         flops = flops * 0.5
     eff = (
-        _row(sb.calib["attention_efficiency_max"])
+        _row(sb.calib["attention_efficiency_max"] * sb.calib["sustained_compute_fraction"])
         * _quantization(s_kv, _row(sb.calib["attention_half_seq"]))
         * _quantization(d, _row(sb.calib["gemm_half_dim"]))
     )
     t = flops / (_row(sb.peak(precision)) * eff)
+    scores = _col(batch_heads) * _col(seq_q) * s_kv * _row(sb.calib["attention_score_bytes_per_elem"])
+    t = t + scores / _row(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
     return np.asarray(t + _row(sb.calib["kernel_overhead_us"]) * 1e-6)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +20,12 @@ def calibration(name: str) -> CalibrationSpec:
     return CalibrationSpec(**yaml.safe_load((conf / f"{name}.yaml").read_text()))
 
 
-A100 = SystemSpec(calibration=calibration("a100"))
+# microbenchmark conditions (boost clock, isolated kernel): sustained_compute_fraction = 1
+A100 = SystemSpec(calibration=replace(calibration("a100"), sustained_compute_fraction=1.0))
 H100 = SystemSpec(
     accelerator=AcceleratorSpec(name="h100", peak_tflops_fp16=989.4, peak_tflops_bf16=989.4,
                                 hbm_bandwidth_GBps=3350.0),
-    calibration=calibration("h100"),
+    calibration=replace(calibration("h100"), sustained_compute_fraction=1.0),
 )
 
 
@@ -77,3 +79,9 @@ def test_attention_efficiency_grows_with_sequence_and_causal_halves_work() -> No
 def test_memory_bound_is_bytes_over_hbm_bandwidth() -> None:
     t = memory_bound_time_s(SystemBatch.from_specs([A100]), [1e9, 2e9])[:, 0]
     assert t[1] - t[0] == pytest.approx(1e9 / (2039e9 * A100.calibration.hbm_efficiency))
+
+
+def test_training_step_runs_below_microbenchmark_speed() -> None:
+    fitted = SystemSpec(calibration=calibration("a100"))
+    t = gemm_time_s(SystemBatch.from_specs([A100, fitted]), 8192, 8192, 8192, "fp16")[0]
+    assert t[1] / t[0] == pytest.approx(1 / fitted.calibration.sustained_compute_fraction, rel=0.01)

@@ -1,0 +1,219 @@
+"""``simsweep validate --cases F.csv --out P.csv``: predict published training runs, report errors.
+
+Reads a cases file (schema: shared/validation/CASES.md; extra columns ignored), builds each
+case's ModelSpec / ParallelSpec / SystemSpec (the cluster preset of ``conf/system`` whose
+accelerator is the case's ``gpu``, with the case's GPU count, GPUs per node and scale-out line
+rate), runs ``simcore.api.simulate_batch`` and writes one prediction row per case. A bad row is
+reported with ``status=error`` and its reason; it never stops the others. When a measured file
+is given (``--measured``, default: the cases file's sibling ``*_measured.csv``) it prints the
+error per case, the mean absolute percentage error (MAPE) of iteration time, Spearman rank
+correlation per (model, cluster) group, and the predicted vs measured ratio of case pairs that
+differ only in recompute / sequence parallelism. The measured file is read only for reporting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from simcore.errors import InputError
+from simcore.specs.system import SystemSpec, system_from_dict
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+OUT_COLUMNS = ("case_id", "iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib",
+               "fits_memory", "status", "error")
+_INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
+        "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
+        "dp", "vp", "cp", "ep", "zero_stage")
+_BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
+_MODEL_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size",
+               "seq_len", "vocab_size")
+_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
+              "sequence_parallel", "recompute", "zero_stage", "dp_overlap", "tp_comm_overlap",
+              "precision")
+
+
+def _field(row: dict[str, str], key: str) -> Any:
+    raw = (row.get(key) or "").strip()
+    if raw == "":
+        raise InputError(key, raw, "required column is empty or missing")
+    if key in _INT:
+        try:
+            return int(raw)
+        except ValueError:
+            raise InputError(key, raw, "must be an integer") from None
+    if key in _BOOL:
+        if raw.lower() not in ("true", "false", "1", "0"):
+            raise InputError(key, raw, "must be true or false")
+        return raw.lower() in ("true", "1")
+    return raw
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    return data if isinstance(data, dict) else {}
+
+
+def cluster_for(gpu: str) -> dict[str, Any]:
+    """The resolved ``system`` dict of the conf/system cluster preset whose accelerator is ``gpu``."""
+    for path in sorted((CONF / "system").glob("*.yaml")):
+        data = _load_yaml(path)
+        groups: dict[str, str] = {}
+        for item in data.pop("defaults", []):
+            if isinstance(item, dict):
+                groups.update(item)
+        if groups.get("accelerator") != gpu:
+            continue
+        for group, name in groups.items():
+            data[group] = _load_yaml(CONF / "system" / group / f"{name}.yaml")
+        return data
+    known = sorted(p.stem for p in (CONF / "system" / "accelerator").glob("*.yaml"))
+    raise InputError("gpu", gpu, f"no conf/system cluster preset uses it (accelerators: {known})")
+
+
+#: HBM bytes per attention score of each attention implementation (CalibrationSpec docs)
+ATTENTION_SCORE_BYTES = {"flash": 0.0, "unfused": 13.0}
+
+
+def build_case(row: dict[str, str], attention: str = "unfused") -> tuple[Any, Any, SystemSpec]:
+    """(ModelSpec, ParallelSpec, SystemSpec) of one case row.
+
+    ``attention`` (``unfused`` / ``flash``) is the attention implementation of the software
+    stack; an ``attention`` column of the row, when present, takes precedence.
+    """
+    from simcore.specs.model import ModelSpec
+    from simcore.specs.parallel import ParallelSpec
+
+    system = cluster_for(_field(row, "gpu"))
+    system.update(num_gpus=_field(row, "num_gpus"), gpus_per_node=_field(row, "gpus_per_node"))
+    gbps = float(_field(row, "scaleout_gbps_per_gpu"))
+    system["scaleout"] = {**system.get("scaleout", {}), "bandwidth_GBps": gbps / 8.0, "size": 0}
+    impl = (row.get("attention") or "").strip() or attention
+    if impl not in ATTENTION_SCORE_BYTES:
+        raise InputError("attention", impl, f"must be one of {', '.join(ATTENTION_SCORE_BYTES)}")
+    system["calibration"] = {**system.get("calibration", {}),
+                             "attention_score_bytes_per_elem": ATTENTION_SCORE_BYTES[impl]}
+    spec = system_from_dict(system)
+    model_kwargs = {k: _field(row, k) for k in _MODEL_KEYS}
+    if (row.get("mlp") or "").strip():
+        model_kwargs["mlp"] = row["mlp"].strip()
+    model = ModelSpec(name=_field(row, "case_id"), **model_kwargs)
+    plan = ParallelSpec(**{k: _field(row, k) for k in _PLAN_KEYS})
+    return model, plan, spec
+
+
+def predict(row: dict[str, str], attention: str = "unfused") -> dict[str, Any]:
+    """One prediction row (never raises for a bad case: status/error say what went wrong)."""
+    from simcore.api import simulate_batch
+
+    out: dict[str, Any] = {k: "" for k in OUT_COLUMNS}
+    out["case_id"] = (row.get("case_id") or "").strip()
+    try:
+        model, plan, system = build_case(row, attention)
+        res = simulate_batch(model, plan, [system]).rows()[0]
+    except (InputError, ValueError, TypeError, KeyError) as err:
+        out.update(status="error", error=str(err).replace("\n", " "))
+        return out
+    for key in ("iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib"):
+        value = res["iteration_time_s" if key == "iter_time_s" else key]
+        out[key] = "" if not isinstance(value, float) or math.isnan(value) else f"{value:.6g}"
+    out["fits_memory"] = str(bool(res["feasible"])).lower()
+    out["status"] = "ok" if res["feasible"] else "infeasible"
+    out["error"] = str(res["reason"])
+    return out
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=float)
+    return ranks
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    """Spearman rank correlation (no ties expected); nan below two points."""
+    if len(a) < 2:
+        return float("nan")
+    ra, rb = _ranks(np.asarray(a)), _ranks(np.asarray(b))
+    if np.std(ra) == 0 or np.std(rb) == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def report(cases: list[dict[str, str]], preds: list[dict[str, Any]],
+           measured: dict[str, float]) -> dict[str, Any]:
+    """Print the error table, MAPE, per-group Spearman and pair ratios; return the summary."""
+    print(f"{'case_id':<34} {'measured_s':>11} {'predicted_s':>12} {'error_%':>8}  status")
+    errors: list[float] = []
+    groups: dict[tuple[str, ...], list[tuple[float, float]]] = {}
+    pairs: dict[tuple[str, ...], dict[str, tuple[float, float]]] = {}
+    by_id = {p["case_id"]: p for p in preds}
+    for row in cases:
+        cid = row.get("case_id", "")
+        pred = by_id.get(cid, {})
+        meas = measured.get(cid)
+        got = float(pred["iter_time_s"]) if pred.get("iter_time_s") else float("nan")
+        err = 100.0 * (got - meas) / meas if meas and not math.isnan(got) else float("nan")
+        print(f"{cid:<34} {meas if meas else float('nan'):>11.4g} {got:>12.4g} {err:>8.2f}  "
+              f"{pred.get('status', '')} {pred.get('error', '')}".rstrip())
+        if math.isnan(err) or meas is None:
+            continue
+        errors.append(abs(err))
+        model_key = tuple(row.get(k, "") for k in _MODEL_KEYS)
+        cluster_key = tuple(row.get(k, "") for k in ("gpu", "num_gpus", "scaleout_gbps_per_gpu"))
+        groups.setdefault(model_key + cluster_key, []).append((meas, got))
+        plan_key = tuple(row.get(k, "") for k in _PLAN_KEYS if k not in
+                         ("recompute", "sequence_parallel"))
+        mode = f"{row.get('recompute', '')}/sp={row.get('sequence_parallel', '')}"
+        pairs.setdefault(model_key + cluster_key + plan_key, {})[mode] = (meas, got)
+    mape = float(np.mean(errors)) if errors else float("nan")
+    print(f"\nMAPE of iteration time: {mape:.2f}% over {len(errors)} cases")
+    rhos = [spearman([m for m, _ in v], [g for _, g in v]) for v in groups.values() if len(v) > 1]
+    for rho, size in zip(rhos, [len(v) for v in groups.values() if len(v) > 1], strict=True):
+        print(f"Spearman (model, cluster group of {size}): {rho:+.2f}")
+    ratios = []
+    for modes in pairs.values():
+        if len(modes) == 2:
+            (ma, ga), (mb, gb) = modes.values()
+            names = list(modes)
+            ratios.append((names, ma / mb, ga / gb))
+            print(f"pair {names[0]} / {names[1]}: measured {ma / mb:.3f}, predicted {ga / gb:.3f}")
+    return {"mape": mape, "n": len(errors), "spearman": rhos, "pairs": ratios}
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``simsweep validate``."""
+    parser = argparse.ArgumentParser(prog="simsweep validate", description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--measured", type=Path, default=None)
+    parser.add_argument("--attention", choices=sorted(ATTENTION_SCORE_BYTES), default="unfused",
+                        help="attention implementation of the runs (default unfused: the "
+                             "published Megatron-LM runs of 2021-22 predate FlashAttention)")
+    args = parser.parse_args(argv)
+    cases = _read_csv(args.cases)
+    preds = [predict(row, args.attention) for row in cases]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=OUT_COLUMNS)
+        writer.writeheader()
+        writer.writerows(preds)
+    measured_path = args.measured or args.cases.with_name(
+        args.cases.name.replace("cases", "measured"))
+    if measured_path.exists() and measured_path != args.cases:
+        measured = {r["case_id"]: float(r["iter_time_s"]) for r in _read_csv(measured_path)
+                    if (r.get("iter_time_s") or "").strip()}
+        report(cases, preds, measured)
+    print(f"wrote {len(preds)} predictions to {args.out}")
+    return 0
