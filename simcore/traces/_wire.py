@@ -120,42 +120,13 @@ def walk_fields(
     lim = end[idx].astype(np.int64)
     parts: list[tuple[NDArray, ...]] = []
     while idx.size:
-        tag, pos = read_varints(buf, pos, lim, idx)
-        wire = (tag & np.uint64(7)).astype(np.int8)
-        fieldno = (tag >> np.uint64(3)).astype(np.int64)
-        bad = (fieldno == 0) | (wire == 3) | (wire == 4) | (wire > 5) | (tag > np.uint64(2**32))
-        if bad.any():
-            k = int(np.argmax(bad))
-            raise WireError(pos[k] - 1, idx[k], f"invalid field tag {int(tag[k])}")
-        value = np.zeros(idx.shape[0], dtype=np.uint64)
-        vstart = pos.copy()
-        nxt = pos.copy()
-        for wt, width in ((1, 8), (5, 4)):
-            sel = np.flatnonzero(wire == wt)
-            if sel.size:
-                raw = u64[np.minimum(pos[sel], u64.shape[0] - 1)]
-                value[sel] = raw if width == 8 else raw & np.uint64(0xFFFFFFFF)
-                nxt[sel] = pos[sel] + width
-        sel = np.flatnonzero(wire == 0)
-        if sel.size:
-            value[sel], nxt[sel] = read_varints(buf, pos[sel], lim[sel], idx[sel])
-        sel = np.flatnonzero(wire == 2)
-        if sel.size:
-            length, after = read_varints(buf, pos[sel], lim[sel], idx[sel])
-            too_long = length > np.uint64(2**31)
-            if too_long.any():
-                k = sel[np.argmax(too_long)]
-                raise WireError(pos[k], idx[k], "length-delimited value longer than 2 GiB")
-            value[sel] = length
-            vstart[sel] = after
-            nxt[sel] = after + length.astype(np.int64)
-        over = nxt > lim
-        if over.any():
-            k = int(np.argmax(over))
-            raise WireError(pos[k], idx[k], "field value runs past the end of its message")
+        fieldno, wire, value, vstart, nxt = _next_field(buf, u64, idx, pos, lim)
         parts.append((idx, fieldno, wire, value, vstart, nxt))
         keep = nxt < lim
-        idx, pos, lim = idx[keep], nxt[keep], lim[keep]
+        if keep.all():
+            pos = nxt
+        else:
+            idx, pos, lim = idx[keep], nxt[keep], lim[keep]
     if not parts:
         e = np.zeros(0, dtype=np.int64)
         return Fields(e, e, np.zeros(0, np.int8), np.zeros(0, np.uint64), e, e)
@@ -171,6 +142,60 @@ def walk_fields(
         for dst, src in zip(out, part, strict=True):
             dst[at] = src
     return Fields(out[0], out[1], out[2], out[3], out[4], out[5])
+
+
+_WIRE_OK = np.array([True, True, True, False, False, True, False, False])
+
+
+def _next_field(
+    buf: NDArray[np.uint8], u64: NDArray[np.uint64], idx: NDArray[np.int64],
+    pos: NDArray[np.int64], lim: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.int8], NDArray[np.uint64], NDArray[np.int64], NDArray[np.int64]]:
+    """Decode the field at ``pos`` of each message: (field, wire, value, value start, next)."""
+    first = buf[pos]
+    if first.max() < 0x80:  # one-byte tags (field numbers < 16): the common case
+        tag = first.astype(np.int64)
+        pos = pos + 1
+    else:
+        utag, pos = read_varints(buf, pos, lim, idx)
+        if (utag > np.uint64(2**32)).any():
+            k = int(np.argmax(utag > np.uint64(2**32)))
+            raise WireError(pos[k] - 1, idx[k], f"invalid field tag {int(utag[k])}")
+        tag = utag.astype(np.int64)
+    wire = (tag & 7).astype(np.int8)
+    fieldno = tag >> 3
+    bad = ~_WIRE_OK[wire] | (fieldno == 0)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise WireError(pos[k] - 1, idx[k], f"invalid field tag {int(tag[k])}")
+    is_len = wire == 2
+    fixed = (wire == 1) | (wire == 5)
+    if not fixed.any():  # varints and lengths only: one varint read at pos for all
+        value, after = read_varints(buf, pos, lim, idx)
+        vstart = np.where(is_len, after, pos)
+    else:
+        value = np.zeros(idx.shape[0], dtype=np.uint64)
+        after = pos.copy()
+        var = np.flatnonzero(~fixed)
+        value[var], after[var] = read_varints(buf, pos[var], lim[var], idx[var])
+        fx = np.flatnonzero(fixed)
+        raw = u64[np.minimum(pos[fx], u64.shape[0] - 1)]
+        eight = wire[fx] == 1
+        value[fx] = np.where(eight, raw, raw & np.uint64(0xFFFFFFFF))
+        after[fx] = pos[fx] + np.where(eight, 8, 4)
+        vstart = np.where(is_len, after, pos)
+    nxt = after
+    if is_len.any():
+        too_long = is_len & (value > np.uint64(2**31))
+        if too_long.any():
+            k = int(np.argmax(too_long))
+            raise WireError(pos[k], idx[k], "length-delimited value longer than 2 GiB")
+        nxt = np.where(is_len, after + value.astype(np.int64), after)
+    over = nxt > lim
+    if over.any():
+        k = int(np.argmax(over))
+        raise WireError(pos[k], idx[k], "field value runs past the end of its message")
+    return fieldno, wire, value, vstart, nxt
 
 
 def ranges(start: NDArray[np.int64], end: NDArray[np.int64]) -> NDArray[np.int64]:

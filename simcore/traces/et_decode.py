@@ -124,9 +124,7 @@ class _Layout:
         self.paths = list(paths)
         self.base = np.zeros(len(datas) + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.base[1:])
-        self.buf = np.zeros(int(self.base[-1]) + PAD_BYTES, dtype=np.uint8)
-        for d, b in zip(datas, self.base[:-1].tolist(), strict=True):
-            self.buf[b : b + len(d)] = np.frombuffer(d, dtype=np.uint8)
+        self.buf = np.frombuffer(b"".join([*datas, bytes(PAD_BYTES)]), dtype=np.uint8)
         counts = np.array([len(h) for h in heads], dtype=np.int64)
         head = np.concatenate([np.array(h, np.int64) + b for h, b in zip(heads, self.base, strict=False)])
         file_of = np.repeat(np.arange(len(datas)), counts)

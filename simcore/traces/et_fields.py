@@ -19,6 +19,7 @@ from simcore.traces._wire import (
     categorize,
     decode_packed_varints,
     ranges,
+    read_varints,
     walk_fields,
 )
 from simcore.traces.et_schema import WIRE_OF_KIND
@@ -101,19 +102,71 @@ def _ragged_field(
     return Ragged(buf, start, end), present
 
 
-def decode_attrs(
-    buf: NDArray[np.uint8], start: NDArray[np.int64], end: NDArray[np.int64],
-    owner: NDArray[np.int64], num_owners: int,
-) -> AttrTable:
-    """Decode ``AttributeProto`` messages at spans (start, end) owned by ``owner`` (sorted)."""
-    a = start.shape[0]
-    g = walk_fields(buf, start, end)
+@dataclass
+class _AttrCols:
+    """Per-row name span, value kind, raw value and payload span of attribute messages."""
+
+    nstart: NDArray[np.int64]
+    nend: NDArray[np.int64]
+    kind: NDArray[np.int8]
+    value: NDArray[np.uint64]
+    pstart: NDArray[np.int64]
+    pend: NDArray[np.int64]
+
+    @staticmethod
+    def empty(a: int) -> _AttrCols:
+        z = np.zeros(a, dtype=np.int64)
+        return _AttrCols(z, z.copy(), np.zeros(a, np.int8), np.zeros(a, np.uint64), z.copy(), z.copy())
+
+
+def _canonical(buf: NDArray[np.uint8], start: NDArray[np.int64], end: NDArray[np.int64],
+               cols: _AttrCols) -> NDArray[np.bool_]:
+    """Fast path for the canonical layout ``0a len name [tag value]``: fills ``cols`` for the
+    rows it decodes and returns their mask (the rest go through the generic walker)."""
+    length = buf[start + 1].astype(np.int64)
+    nend = start + 2 + length
+    ok = (buf[start] == 0x0A) & (length < 0x80) & (nend <= end)
+    tpos = np.where(ok, nend, start)
+    t1 = buf[tpos].astype(np.int64)
+    t2 = buf[tpos + 1].astype(np.int64)
+    two = t1 >= 0x80
+    tag = np.where(two, (t1 & 0x7F) | (t2 << 7), t1)
+    field = tag >> 3
+    wire = tag & 7
+    novalue = tpos == end
+    known = (field >= 3) & (field <= 32) & (~two | (t2 < 0x80))
+    ok &= novalue | (known & (_EXPECTED_WIRE[np.clip(field, 0, 32)] == wire) & (wire != 1) & (wire != 5))
+    rows = np.flatnonzero(ok & ~novalue)
+    vpos = tpos[rows] + 1 + two[rows]
+    lim = end[rows]
+    good = vpos < lim
+    rows, vpos, lim = rows[good], vpos[good], lim[good]
+    try:
+        value, after = read_varints(buf, vpos, lim, rows)
+    except WireError:
+        return np.zeros(start.shape[0], dtype=bool)  # let the generic path report it
+    is_len = wire[rows] == 2
+    stop = np.where(is_len, after + value.astype(np.int64), after)
+    exact = stop == lim
+    rows, value, after, is_len, stop = rows[exact], value[exact], after[exact], is_len[exact], stop[exact]
+    done = ok & novalue
+    done[rows] = True
+    fast = np.flatnonzero(done)
+    cols.nstart[fast] = start[fast] + 2
+    cols.nend[fast] = nend[fast]
+    cols.kind[rows] = field[rows]
+    cols.value[rows] = value
+    cols.pstart[rows] = np.where(is_len, after, vpos[exact])
+    cols.pend[rows] = np.where(is_len, stop, vpos[exact])
+    return done
+
+
+def _generic(buf: NDArray[np.uint8], start: NDArray[np.int64], end: NDArray[np.int64],
+             rows: NDArray[np.int64], cols: _AttrCols, doc: dict[int, bytes]) -> None:
+    g = walk_fields(buf, start[rows], end[rows])
     name_sel = select(g, 1, (2,))
-    nstart = np.zeros(a, dtype=np.int64)
-    nend = np.zeros(a, dtype=np.int64)
-    nstart[g.owner[name_sel]] = g.start[name_sel]
-    nend[g.owner[name_sel]] = g.end[name_sel]
-    codes, names = categorize(buf, nstart, nend)
+    cols.nstart[rows[g.owner[name_sel]]] = g.start[name_sel]
+    cols.nend[rows[g.owner[name_sel]]] = g.end[name_sel]
     vsel = np.flatnonzero((g.field >= 3) & (g.field <= 32))
     bad = _EXPECTED_WIRE[g.field[vsel]] != g.wire[vsel]
     if bad.any():
@@ -121,22 +174,32 @@ def decode_attrs(
         raise WireError(
             g.start[k], g.owner[k], f"attribute value field {int(g.field[k])} has wire type {int(g.wire[k])}"
         )
-    kind = np.zeros(a, dtype=np.int8)
-    value = np.zeros(a, dtype=np.uint64)
-    pstart = np.zeros(a, dtype=np.int64)
-    pend = np.zeros(a, dtype=np.int64)
-    rows = g.owner[vsel]
-    kind[rows] = g.field[vsel]
-    value[rows] = g.value[vsel]
-    pstart[rows] = g.start[vsel]
-    pend[rows] = np.where(g.wire[vsel] == 2, g.end[vsel], g.start[vsel])
-    docs = np.flatnonzero(g.field == 2)
-    doc = {int(g.owner[k]): buf[g.start[k] : g.end[k]].tobytes() for k in docs}
-    select(g, 2, (2,))
+    at = rows[g.owner[vsel]]
+    cols.kind[at] = g.field[vsel]
+    cols.value[at] = g.value[vsel]
+    cols.pstart[at] = g.start[vsel]
+    cols.pend[at] = np.where(g.wire[vsel] == 2, g.end[vsel], g.start[vsel])
+    for k in select(g, 2, (2,)).tolist():
+        doc[int(rows[g.owner[k]])] = buf[g.start[k] : g.end[k]].tobytes()
+
+
+def decode_attrs(
+    buf: NDArray[np.uint8], start: NDArray[np.int64], end: NDArray[np.int64],
+    owner: NDArray[np.int64], num_owners: int,
+) -> AttrTable:
+    """Decode ``AttributeProto`` messages at spans (start, end) owned by ``owner`` (sorted)."""
+    a = start.shape[0]
+    cols = _AttrCols.empty(a)
+    doc: dict[int, bytes] = {}
+    fast = _canonical(buf, start, end, cols) if a else np.zeros(0, dtype=bool)
+    rest = np.flatnonzero(~fast)
+    if rest.size:
+        _generic(buf, start, end, rest, cols, doc)
+    codes, names = categorize(buf, cols.nstart, cols.nend)
     counts = np.bincount(owner, minlength=num_owners)
     ptr = np.zeros(num_owners + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
-    return AttrTable(ptr, codes, names, kind, value, Ragged(buf, pstart, pend), doc)
+    return AttrTable(ptr, codes, names, cols.kind, cols.value, Ragged(buf, cols.pstart, cols.pend), doc)
 
 
 def decode_nodes(

@@ -141,22 +141,29 @@ def int_columns(table: AttrTable, n: int) -> dict[str, tuple[NDArray[np.int64], 
     Any integer kind is accepted (as ASTRA-sim's feeder_v3 does); double/float are truncated.
     """
     out: dict[str, tuple[NDArray[np.int64], NDArray[np.bool_]]] = {}
-    scalar = np.isin(table.kind, tuple(SCALAR_KINDS))
-    if not scalar.any():
+    kind_all = table.kind
+    scalar = (kind_all % 2 == 1) & (kind_all != AttrKind.STRING) & (kind_all != AttrKind.BYTES)
+    sel = np.flatnonzero(scalar)
+    if sel.size == 0:
         return out
-    owner = table.owner()
-    for code in np.unique(table.name[scalar]):
-        rows = np.flatnonzero(scalar & (table.name == code))
-        kind, raw = table.kind[rows], table.value[rows]
-        isflt = (kind == AttrKind.DOUBLE) | (kind == AttrKind.FLOAT)
-        vals = scalar_as_int(kind, raw)
-        if isflt.any():
-            vals[isflt] = scalar_as_float(kind[isflt], raw[isflt]).astype(np.int64)
+    kind, raw = kind_all[sel], table.value[sel]
+    vals = scalar_as_int(kind, raw)
+    isflt = (kind == AttrKind.DOUBLE) | (kind == AttrKind.FLOAT)
+    if isflt.any():
+        vals[isflt] = scalar_as_float(kind[isflt], raw[isflt]).astype(np.int64)
+    owner = table.owner()[sel]
+    codes = table.name[sel]
+    # group rows by name: a stable sort of small integers is a radix sort in numpy
+    order = np.argsort(codes.astype(np.int16 if len(table.names) < 2**15 else np.int32), kind="stable")
+    counts = np.bincount(codes, minlength=len(table.names))
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    for code in np.flatnonzero(counts).tolist():
+        rows = order[bounds[code] : bounds[code + 1]]
         values = np.zeros(n, dtype=np.int64)
         present = np.zeros(n, dtype=bool)
-        values[owner[rows]] = vals
+        values[owner[rows]] = vals[rows]
         present[owner[rows]] = True
-        out[table.names[int(code)]] = (values, present)
+        out[table.names[code]] = (values, present)
     return out
 
 
