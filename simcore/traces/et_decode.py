@@ -229,9 +229,9 @@ def decode_many(
     lay = _Layout(datas, paths)
     try:
         cols, meta, versions = _decode(lay)
+        traces = _split(cols, meta, versions, lay)
     except WireError as err:
         raise lay.error(err) from None
-    traces = _split(cols, meta, versions, lay)
     if check_deps:
         for t in traces:
             check_nodes(t, t.path)

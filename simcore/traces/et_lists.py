@@ -93,7 +93,11 @@ def numeric_list_column(
     for r, o in zip(rows.tolist(), owner.tolist(), strict=True):
         kind = int(table.kind[r])
         if kind in _ELEMENT:
-            per_node[o] = [float(v) for v in decode_list(kind, table.payload.item(r))]  # type: ignore[arg-type]
+            try:
+                got = decode_list(kind, table.payload.item(r))
+            except InputError as err:  # re-raised with the byte offset in the file
+                raise WireError(int(table.payload.start[r]), r, f"attribute {name}: {err.rule}") from None
+            per_node[o] = [float(v) for v in got]  # type: ignore[arg-type]
     counts = np.array([len(v) for v in per_node], dtype=np.int64)
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])

@@ -138,3 +138,39 @@ def _real_sample() -> bytes:
                 count += 1
             _SAMPLE.append(raw[:pos])
     return _SAMPLE[0]
+
+
+def _all_kinds_trace() -> bytes:
+    from simcore.traces.et_build import EtTraceBuilder
+    from simcore.traces.et_encode import encode_trace
+    from simcore.traces.et_schema import AttrKind
+
+    b = EtTraceBuilder(metadata={"schema": "fuzz"})
+    values = {AttrKind.DOUBLE: -1.5, AttrKind.FLOAT: 2.5, AttrKind.SINT64: -9, AttrKind.FIXED32: 7,
+              AttrKind.SFIXED64: -3, AttrKind.BYTES: b"\x00\x01", AttrKind.STRING: "pg",
+              AttrKind.INT32_LIST: [1, -2], AttrKind.DOUBLE_LIST: [0.5], AttrKind.BOOL_LIST: [True],
+              AttrKind.STRING_LIST: ["a", "b"], AttrKind.FIXED64_LIST: [9]}
+    for i in range(6):
+        b.add_node(i + 1, f"n{i}", 4 + i % 4, data_deps=[i] if i else [], duration_micros=i,
+                   attrs=[(f"k{int(k)}", k, v) for k, v in values.items()],
+                   inputs={"values": "x"} if i % 2 else None)
+    return encode_trace(b.build())
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
+       cut=st.integers(0, 10**6))
+def test_fuzz_mutated_traces_with_every_attribute_kind(
+    tmp_path: Path, edits: list[tuple[int, int]], cut: int
+) -> None:
+    base = bytearray(_all_kinds_trace())
+    for pos, byte in edits:
+        base[pos % len(base)] = byte
+    _fuzz_once(tmp_path, bytes(base[: max(1, cut % (len(base) + 1))]))
+
+
+def test_malformed_list_attribute_names_file_and_node(tmp_path: Path) -> None:
+    attr = b"\x0a\x01x" + b"\xe2\x01\x03\x0a\x05\x01"  # bool_list whose packed values run short
+    err = _read(tmp_path, _with_node(b"\x08\x01" + b"\x52" + bytes((len(attr),)) + attr))
+    assert err.value.startswith("node #0 byte ")
+    assert "attribute x" in err.rule
