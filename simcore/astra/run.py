@@ -15,6 +15,7 @@ and the two analytical networks. Two reductions keep it fast without changing an
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,7 +84,13 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
     custom = system.per_node_custom_implementation or any(
         getattr(system, f"{c}_implementation_custom") for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
     )  # a custom algorithm's per-rank graphs need not be alike: never fold then
-    rep = representatives(programs, groups, topology, backend) if fold and not custom else list(range(topology.npus))
+    shared_memory = remote_memory is not None and remote_memory.memory_type in (
+        "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL")  # NPUs contend for it: folding would hide that
+    if system.model_shared_bus:
+        warnings.warn("model-shared-bus: the LogGP bus model is not emulated; endpoint-delay is used",
+                      stacklevel=2)
+    safe = fold and not custom and not shared_memory
+    rep = representatives(programs, groups, topology, backend) if safe else list(range(topology.npus))
     ctx = make_context(system, topology, backend, rep, groups, remote_memory)
     if custom_loader is not None:
         ctx.custom_loader = custom_loader
