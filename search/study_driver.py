@@ -40,7 +40,8 @@ __all__ = ["SearchOutcome", "SearchSetup", "prepare_search", "run_search"]
 
 _KEYS = {"study_name", "output_dir", "storage", "resume", "sampler", "seed", "n_trials",
          "timeout_s", "batch_size", "objectives", "train_tokens", "n_startup_trials",
-         "population_size", "log_plots", "space", "derived", "cost", "stale_after_s"}
+         "population_size", "log_plots", "space", "derived", "cost", "stale_after_s",
+         "in_process"}
 _CONSTRAINED = {"auto", "tpe", "nsga2", "nsga3"}
 
 

@@ -205,9 +205,11 @@ class Tracker:
         for row in rows:
             now = int(time.time() * 1000)
             run = self.client.create_run(
-                self.experiment_id, start_time=now, run_name=f"point-{row['point_id']}",
+                self.experiment_id, start_time=now,
+                run_name=str(row.get("run_name", f"point-{row['point_id']}")),
                 tags={_TAG_PARENT: parent_id, _TAG_POINT: str(row["point_hash"]),
-                      _TAG_KIND: "point", "simsweep.point_id": str(row["point_id"]),
+                      _TAG_KIND: str(row.get("kind", "point")),
+                      "simsweep.point_id": str(row["point_id"]),
                       "simsweep.feasible": str(bool(row["feasible"])),
                       "simsweep.reason": str(row["reason"])[:5000]})
             params = [Param(k[:250], str(row[k])) for k in param_keys]

@@ -1,0 +1,150 @@
+"""``simsweep search [--config-dir DIR] [overrides]``: Optuna co-design search, batched on Ray.
+
+The search space is ``search.space`` (a conf/search file, or overrides such as
+``'search.space.parallel.tp=choice(1,2,4,8)'``); sweep-style overrides on the command line
+(``parallel.tp=choice(1,2,4,8)``, ``system.scaleout.bandwidth_GBps=interval(25,400)``) are
+added to it, as with Hydra's Optuna sweeper. ``'search.derived.parallel.dp=...'`` adds a derived
+value. With no space the parallelization of the workload on the system is searched:
+
+    simsweep search workload=gpt3_175b system=dgx_h100_80g system.num_gpus=1024 search.n_trials=40
+    simsweep search search=bandwidth_cost_70b          # an example study from conf/search/
+    simsweep search search=... search.resume=true      # continue a killed search
+
+Results: ``<search.output_dir>/<study>/results.parquet`` beside the study storage, and MLflow
+(parent run per study, child run per trial, plots). See README "Co-design search".
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from simcore.errors import InputError
+
+__all__ = ["main", "split_search_overrides"]
+
+_SPACE, _DERIVED = "search.space.", "search.derived."
+
+
+def split_search_overrides(args: list[str]) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """(plain overrides, space entries, derived entries) from command-line overrides."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    plain: list[str] = []
+    space: dict[str, str] = {}
+    derived: dict[str, str] = {}
+    for arg in args:
+        key, sep, value = arg.lstrip("+").partition("=")
+        if not sep:
+            raise InputError("override", arg, "must be key=value")
+        value = value.strip().strip("'\"") if key.startswith(("search.space.",
+                                                               "search.derived.")) else value
+        if key.startswith(_SPACE):
+            space[key[len(_SPACE):]] = value
+        elif key.startswith(_DERIVED):
+            derived[key[len(_DERIVED):]] = value
+        elif "." in key and "/" not in key and _is_sweep(parser, arg):
+            space[key] = value
+        else:
+            plain.append(arg)
+    return plain, space, derived
+
+
+def _is_sweep(parser: Any, arg: str) -> bool:
+    try:
+        return bool(parser.parse_override(arg).is_sweep_override())
+    except Exception:  # noqa: BLE001 - not parseable as a sweep: let compose report it
+        return False
+
+
+def _runner(cfg: Any) -> tuple[Any, Any]:
+    """(runner, pool): ``ray.num_workers`` actors, or in-process when ``search.in_process``."""
+    from search.design_eval import in_process_runner
+
+    if cfg.search.get("in_process", False) or "ray" not in cfg:
+        return in_process_runner, None
+    from search.workers import WorkerPool, init_ray
+
+    rc = cfg.ray
+    workers = int(rc.num_workers)
+    init_ray(rc.get("address"), rc.get("num_cpus") or workers, str(rc.temp_dir),
+             rc.get("ship_project"), dict(rc.get("env_vars") or {}))
+    pool = WorkerPool(workers, int(rc.inflight_per_worker), int(rc.max_batch_retries))
+    counter = iter(range(1, 1 << 62))
+
+    def run(groups: list[Any]) -> list[Any]:
+        import numpy as np
+
+        from search.workers import SpecBatch
+
+        batches = [SpecBatch(batch_id=next(counter), group=g.label[-64:],
+                             point_ids=np.arange(len(g.systems), dtype=np.int64),
+                             model=g.model, parallel=g.parallel, bases=g.systems,
+                             base_index=np.arange(len(g.systems), dtype=np.int64))
+                   for g in groups]
+        by_id = {out.batch_id: out.columns for out in pool.imap_unordered(batches)}
+        return [by_id[b.batch_id] for b in batches]
+
+    return run, pool
+
+
+def _print_best(setup: Any, outcome: Any) -> None:
+    names = [o.name for o in setup.objectives]
+    label = "best trial" if len(names) == 1 else f"Pareto front ({len(outcome.best)} trials)"
+    print(f"{label} (feasible only), objectives: {', '.join(names)}")
+    for trial in outcome.best[:20]:
+        values = ", ".join(f"{n}={v:.6g}" for n, v in zip(names, trial.values, strict=True))
+        params = " ".join(f"{k}={v}" for k, v in trial.params.items())
+        print(f"  #{trial.number}: {values}  |  {params}")
+    if not outcome.best:
+        print("  (no feasible trial yet: widen the space or add trials)")
+
+
+def main(argv: list[str]) -> int:
+    """Run (or resume) a search; print the best trials and where the results are."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    from search.commands.sweep import split_config_dir
+    from search.driver import compose_session
+    from search.schema import validate_config
+    from search.study_driver import prepare_search, run_search
+    from search.study_tracking import StudyTracking
+
+    conf, args = split_config_dir(argv)
+    plain, space, derived = split_search_overrides(args)
+    compose, _ = compose_session(conf)
+    cfg = compose(plain)
+    validate_config(cfg)
+    if "search" not in cfg:
+        raise InputError("search", None, "the config has no search group (conf/search/)")
+    runner, pool = _runner(cfg)
+    try:
+        setup = prepare_search(cfg, runner, space, derived)
+        print(f"search {setup.study_name}: {len(setup.space.distributions)} dimension(s) "
+              f"({', '.join(setup.space.distributions)}), sampler {cfg.search.sampler}, "
+              f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
+        tracking = StudyTracking(cfg, setup.study_name, setup.output_dir, setup.objectives) \
+            if cfg.tracking.get("enabled", False) else None
+        outcome = run_search(setup, tracking)
+    finally:
+        if pool is not None:
+            pool.close()
+    stats = outcome.stats
+    print(f"evaluated {stats.n_evaluated} trial(s) ({stats.n_recovered} recovered from a killed "
+          f"driver, {stats.n_infeasible} infeasible) in {stats.total_s:.1f} s "
+          f"(sampler {stats.sampler_s:.1f} s, evaluation {stats.evaluate_s:.1f} s, "
+          f"logging {stats.logging_s:.1f} s)")
+    _print_best(setup, outcome)
+    print(f"results: {outcome.table_path}")
+    if outcome.parent_run_id:
+        print(f"MLflow: parent run {outcome.parent_run_id}; open with `simsweep ui`")
+    elif tracking is not None:
+        print(f"MLflow not updated ({outcome.tracking_error}); the study storage in "
+              f"{setup.output_dir} holds every trial; rerun with search.resume=true to log them")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
