@@ -104,7 +104,6 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
         fast_aware = FoldedSwitchCollectives(ctx, switch)
     ranks = {}
     for npu in sorted(set(rep)):
-        check_acyclic(programs[npu])  # folded ranks have the same dependencies as their representative
         rank = WorkloadRank(npu, programs[npu], ctx, SystemLayer(npu, ctx))
         if folded and backend == "unaware" and not system.replay_only:
             rank.collective_handler = _IsolatedCollectives(ctx, npu)
@@ -116,6 +115,8 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
     ctx.events.run()
     stalled = [npu for npu, rank in ranks.items() if rank.completed != rank.program.num_nodes]
     if stalled:
+        for npu in stalled:  # a cycle also stalls: name it (folded ranks share their rep's deps)
+            check_acyclic(programs[npu])
         rank = ranks[stalled[0]]
         raise InputError("workload", f"NPUs {stalled[:8]}",
                          f"stalled ({rank.program.num_nodes - rank.completed} nodes of {rank.program.source} never "

@@ -70,26 +70,28 @@ class WorkloadRank:
         self._per_node = dict(ctx.system.per_node_custom_implementation)
 
     def _compute_runtimes(self) -> list[int]:
-        """Runtime (ns) of every COMP / replayed node, precomputed (roofline or replay)."""
+        """Runtime (ns) of every COMP / replayed node, precomputed (roofline or replay).
+
+        Vectorized with the same IEEE double operations, in the same order, as the scalar
+        formula ``int(num_ops / min(bw * (num_ops / tensor_size), peak) * 1e9)``.
+        """
         spec = self.ctx.system
         program = self.program
-        dur = program.duration_us.tolist()
-        ops, ts = program.attr("num_ops").tolist(), program.attr("tensor_size").tolist()
-        cpu = program.is_cpu_op.tolist()
-        out = []
+        dur = program.duration_us
+        replay = np.where(dur > 0, dur * 1000, 1)
+        roof = (program.types == NodeType.COMP) & ~program.is_cpu_op
+        if not spec.roofline_enabled or spec.replay_only or not roof.any():
+            return replay.tolist()
         bw, peak = spec.local_mem_bw_GBps * 1e9, spec.peak_perf_TFLOPS * 1e12
-        for i, t in enumerate(self._types):
-            if t == NodeType.COMP and spec.roofline_enabled and not cpu[i] and not spec.replay_only:
-                if ts[i] <= 0 or ops[i] <= 0:
-                    out.append(0)
-                    continue
-                if bw <= 0 or peak <= 0:
-                    raise InputError("roofline-enabled", 1, "needs local-mem-bw > 0 and peak-perf > 0")
-                perf = min(bw * (ops[i] / ts[i]), peak)
-                out.append(int(ops[i] / perf * 1e9))
-            else:
-                out.append(dur[i] * 1000 if dur[i] > 0 else 1)
-        return out
+        if bw <= 0 or peak <= 0:
+            raise InputError("roofline-enabled", 1, "needs local-mem-bw > 0 and peak-perf > 0")
+        ops = program.attr("num_ops").astype(np.float64)
+        size = program.attr("tensor_size").astype(np.float64)
+        valid = roof & (ops > 0) & (size > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            perf = np.minimum(bw * (ops / size), peak)
+            runtime = (ops / perf * 1e9).astype(np.int64, copy=False) if valid.any() else replay
+        return np.where(valid, runtime, np.where(roof, 0, replay)).tolist()
 
     # ------------------------------------------------------------------ issue loop
     def start(self) -> None:
