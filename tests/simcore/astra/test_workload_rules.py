@@ -14,7 +14,7 @@ import pytest
 from simcore.astra.program import NodeType, RankProgram
 from simcore.astra.run import simulate_astra
 from simcore.errors import InputError
-from simcore.specs.astra import RemoteMemorySpec
+from simcore.specs.astra import CommGroupsSpec, RemoteMemorySpec
 from simcore.traces.astra_inputs import read_network, read_system
 
 DATA = Path(__file__).parents[2] / "data" / "astra"
@@ -128,3 +128,19 @@ def test_roofline_compute() -> None:
     # memory bound: OI = 2 -> 3.2e12 op/s -> 5,000 ns; compute bound: 9e12 / 900e12 s = 10,000,000 ns
     assert results[0].finish_ns == 5_000 + 10_000_000
     assert results[0].exposed_comm_ns == 0
+
+
+def test_comm_group_is_a_local_ring_with_a_fixed_10_cycle_delay() -> None:
+    system = dataclasses.replace(SYSTEM, endpoint_delay_ns=100)
+    groups = CommGroupsSpec(((1, (1, 3, 5, 7)), (2, (0, 2, 4, 6))))
+    programs = _programs([[{"id": 0, "type": NodeType.COLL,
+                            "attrs": {"comm_type": 0, "comm_size": MIB, "pg_name": "1" if r % 2 else "2"}}]
+                          for r in range(8)])
+    results = simulate_astra(programs, system, read_network(DATA / "Switch_8.yml"), "unaware", groups)
+    m = MIB // 4 // 4  # 4 chunks, ring of 4
+    chunk = 6 * int(2 * 500 + m / BPNS) + 7 * 10 + 3 * 3 * int(m / 1600)  # Switch: 2 hops; 10, not 100
+    assert {r.finish_ns for r in results} == {4 * chunk}
+    world = simulate_astra(_programs([[{"id": 0, "type": NodeType.COLL, "attrs": {"comm_type": 0, "comm_size": MIB}}]]
+                                     * 8), system, read_network(DATA / "Switch_8.yml"), "unaware")
+    m8 = MIB // 4 // 8
+    assert world[0].finish_ns == 4 * (14 * int(1000 + m8 / BPNS) + 15 * 100 + 7 * 3 * int(m8 / 1600))
