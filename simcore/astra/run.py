@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcore.astra.context import AstraContext, make_context
-from simcore.astra.program import RankProgram, check_acyclic
+from simcore.astra.program import NodeType, RankProgram, check_acyclic
 from simcore.astra.symmetry import representatives
 from simcore.astra.system import SystemLayer
 from simcore.astra.workload import WorkloadRank
@@ -95,8 +95,16 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
     if custom_loader is not None:
         ctx.custom_loader = custom_loader
     folded = rep != list(range(topology.npus))
+    # the isolated-collective shortcuts assume one communication op in flight per NPU; a CPU-op
+    # collective or send can overlap a GPU one (separate slots), so then every step is simulated
+    overlap = any(
+        bool((((programs[r].types == NodeType.COLL) | (programs[r].types == NodeType.SEND))
+              & programs[r].is_cpu_op).any())
+        for r in set(rep)
+    )
+    isolated = folded and not overlap and not system.replay_only
     fast_aware = None
-    if folded and backend == "aware" and not system.replay_only:  # folding implies one Switch dim here
+    if isolated and backend == "aware":  # folding implies one Switch dim here
         from simcore.astra.folded_switch import FoldedSwitchCollectives, FoldedSwitchNetwork
 
         switch = FoldedSwitchNetwork(ctx)
@@ -105,7 +113,7 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
     ranks = {}
     for npu in sorted(set(rep)):
         rank = WorkloadRank(npu, programs[npu], ctx, SystemLayer(npu, ctx))
-        if folded and backend == "unaware" and not system.replay_only:
+        if isolated and backend == "unaware":
             rank.collective_handler = _IsolatedCollectives(ctx, npu)
         elif fast_aware is not None:
             rank.collective_handler = fast_aware.handler(npu)

@@ -55,3 +55,20 @@ def test_folded_equals_full(backend: str, delay_us: int) -> None:
     folded = simulate_astra(programs, system, network, backend, GROUPS, fold=True)
     assert folded == full
     assert len({r.finish_ns for r in full}) == 2
+
+
+@pytest.mark.parametrize("backend", ["unaware", "aware"])
+@pytest.mark.parametrize("policy", ["LIFO", "FIFO"])
+def test_overlapping_cpu_and_gpu_collectives_fold_exactly(backend: str, policy: str) -> None:
+    """A CPU-op collective overlaps a GPU one (separate slots): their chunks share one queue."""
+    import dataclasses
+
+    big = {"id": 1, "type": NodeType.COLL, "attrs": {"comm_type": 0, "comm_size": 1 << 20, "is_cpu_op": True}}
+    nodes = [big, {"id": 2, "type": NodeType.COMP, "duration_micros": 20},
+             {"id": 3, "type": NodeType.COLL, "data_deps": [2], "attrs": {"comm_type": 0, "comm_size": 1 << 16}},
+             {"id": 4, "type": NodeType.COMP, "duration_micros": 100, "data_deps": [3]}]
+    programs = [RankProgram.from_records(nodes, f"o.{r}.et") for r in range(8)]
+    system = dataclasses.replace(read_system(DATA / "Ring_4chunks.json"), scheduling_policy=policy)
+    network = read_network(DATA / "Switch_8.yml")
+    full = simulate_astra(programs, system, network, backend, fold=False)
+    assert simulate_astra(programs, system, network, backend, fold=True) == full
