@@ -1,7 +1,8 @@
 """End-to-end golden numbers of ASTRA-sim's system layer (reference §5.1).
 
-One COMM_COLL node per NPU (the microbenchmark traces), system JSON and network YAML from
-tests/data/astra; expected outputs are ASTRA-sim's published ones.
+One COMM_COLL node per NPU (the microbenchmark traces, written as ET files with the Chakra ET
+writer and read back), system JSON and network YAML from tests/data/astra; expected outputs are
+ASTRA-sim's published ones.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from simcore.astra.load import read_programs
 from simcore.astra.program import NodeType, RankProgram
 from simcore.astra.run import simulate_astra
 from simcore.traces.astra_inputs import read_network, read_system
+from simcore.traces.et import write_trace
+from simcore.traces.et_build import EtTraceBuilder
 
 DATA = Path(__file__).parents[2] / "data" / "astra"
 MIB = 1 << 20
@@ -30,6 +34,15 @@ def one_collective(npus: int, comm_type: int, size: int) -> list[RankProgram]:
     ]
 
 
+def microbenchmark_files(folder: Path, npus: int, comm_type: int, size: int) -> str:
+    """``<folder>/coll.<r>.et``: metadata version 0.0.4, one COMM_COLL node (id = NPU), reference §2.6."""
+    for r in range(npus):
+        builder = EtTraceBuilder(version="0.0.4")
+        builder.add_node(r, "coll", 7, attrs={"is_cpu_op": False, "comm_type": comm_type, "comm_size": size})
+        write_trace(folder / f"coll.{r}.et", builder.build())
+    return str(folder / "coll")
+
+
 @pytest.mark.parametrize("backend", ["unaware", "aware"])
 @pytest.mark.parametrize(
     ("system", "network", "comm_type", "npus", "expected"),
@@ -40,9 +53,10 @@ def one_collective(npus: int, comm_type: int, size: int) -> list[RankProgram]:
     ],
 )
 def test_published_outputs(system: str, network: str, comm_type: int, npus: int, expected: int,
-                           backend: str) -> None:
-    results = simulate_astra(one_collective(npus, comm_type, MIB), read_system(DATA / system),
-                             read_network(DATA / network), backend, fold=False)
+                           backend: str, tmp_path: Path) -> None:
+    programs = read_programs(microbenchmark_files(tmp_path, npus, comm_type, MIB), npus)
+    results = simulate_astra(programs, read_system(DATA / system), read_network(DATA / network), backend,
+                             fold=False)
     assert [r.finish_ns for r in results] == [expected] * npus
     assert [r.exposed_comm_ns for r in results] == [expected] * npus
 
