@@ -7,8 +7,9 @@ For the representative GPU of a pipeline stage, with T the iteration time:
   exposed by construction: their durations count as exposed communication of their kind;
 - communication on the other streams (DP, chunked TP, CP, pipeline sends into and out of the
   stage) is exposed where it is not covered by the compute stream: with C the union of the
-  compute-stream intervals and U_k the union of kind k's intervals,
-  ``exposed_k = |C u U_k| - |C|``; the kinds are scaled to sum to ``|C u U_all| - |C|``;
+  compute-stream intervals and U the union of the communication intervals, the exposed time
+  is ``|U| - |U n C|``, charged to kinds piece by piece (each disjoint piece of U belongs to
+  the interval that opened it);
 - ``bubble`` = T - compute - exposed: the GPU idle with nothing of its own in flight, waiting
   for other pipeline stages (the pipeline bubble, as it comes out of the schedule).
 
@@ -73,46 +74,41 @@ class _Cover:
         g = np.where(j > 0, self.prefix[rows, jj] - inside, 0.0)
         return np.asarray(g.T)
 
-    def exposed(self, starts: FloatArray, ends: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """(B,) length of the union of the intervals outside C, and (B,) its whole length."""
-        if starts.shape[0] == 0:
-            return np.zeros(self.b), np.zeros(self.b)
-        lo, hi = _union_pieces(starts, ends)
-        g = self.covered(np.vstack([lo, hi]))
-        inside = g[lo.shape[0]:] - g[: lo.shape[0]]
-        length = (hi - lo).sum(axis=0)
-        return np.asarray(length - inside.sum(axis=0)), np.asarray(length)
-
 
 def exposed_by_kind(
     comp_start: FloatArray,
     comp_end: FloatArray,
     comm: dict[str, tuple[FloatArray, FloatArray]],
-    per_kind: bool = True,
 ) -> tuple[dict[str, FloatArray], FloatArray]:
     """Exposed time of each comm kind against the compute-stream intervals.
+
+    The union of all communication intervals is cut into disjoint pieces, each inside the
+    interval that opened it (sorted by start); a piece's part outside the compute stream is
+    charged to that interval's kind, so the kinds sum exactly to the exposed union.
 
     Args:
         comp_start, comp_end: (n, B) intervals of one in-order compute stream, in issue order.
         comm: kind -> (starts, ends), each (n_k, B), in any order.
-        per_kind: False skips the per-kind split (returns an empty dict and the totals).
 
     Returns:
-        (kind -> (B,) exposed seconds, scaled to sum to the exposed part of the union of all
-        kinds; (B,) length of that union).
+        (kind -> (B,) exposed seconds; (B,) length of the union of all communication).
     """
     b = comp_start.shape[1]
-    cover = _Cover(comp_start, comp_end)
-    present = [k for k, (s, _) in comm.items() if s.shape[0]]
+    present = [k for k, (st, _) in comm.items() if st.shape[0]]
     if not present:
         return {}, np.zeros(b)
-    total, length = cover.exposed(np.vstack([comm[k][0] for k in present]),
-                                  np.vstack([comm[k][1] for k in present]))
-    if not per_kind:
-        return {"total": total}, length
-    raw = {k: cover.exposed(*comm[k])[0] for k in present}
-    summed = np.zeros(b)
-    for v in raw.values():
-        summed += v
-    scale = np.divide(total, summed, out=np.zeros(b), where=summed > 0)
-    return {k: v * scale for k, v in raw.items()}, length
+    starts = np.vstack([comm[k][0] for k in present])
+    ends = np.vstack([comm[k][1] for k in present])
+    label = np.repeat(np.arange(len(present)), [comm[k][0].shape[0] for k in present])
+    order = np.argsort(starts, axis=0, kind="stable")
+    s = np.take_along_axis(starts, order, axis=0)
+    e = np.take_along_axis(ends, order, axis=0)
+    run = np.maximum.accumulate(e, axis=0)
+    lo = np.maximum(s, np.concatenate([s[:1], run[:-1]], axis=0))
+    hi = np.maximum(lo, e)
+    g = _Cover(comp_start, comp_end).covered(np.vstack([lo, hi]))
+    n = lo.shape[0]
+    outside = (hi - lo) - (g[n:] - g[:n])
+    kinds = label[order]
+    out = {k: np.where(kinds == i, outside, 0.0).sum(axis=0) for i, k in enumerate(present)}
+    return out, np.asarray((hi - lo).sum(axis=0))

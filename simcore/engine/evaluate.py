@@ -177,9 +177,8 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
     seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
     seg_other = np.asarray(cw.seg_counts @ (tdur * (1.0 - is_comp)[:, None]))
     times = run_chains(cw.plan, seg_comp + seg_other)
-    slowed = slowdown is not None and bool(np.any(slowdown > 0))
-    stages = _stage_metrics(cw, tdur, times, per_kind=not slowed)
-    if slowdown is not None and slowed:
+    stages = _stage_metrics(cw, tdur, times)
+    if slowdown is not None and np.any(slowdown > 0):
         scale = np.ones((cw.workload.num_stages, tdur.shape[1]))
         for s, (busy, _, overlapped) in enumerate(stages):
             scale[s] += slowdown * np.divide(overlapped, busy, out=np.zeros_like(busy),
@@ -191,7 +190,7 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
 
 
 def _stage_metrics(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes,
-                   scale: FloatArray | None = None, per_kind: bool = True
+                   scale: FloatArray | None = None
                    ) -> list[tuple[FloatArray, dict[str, FloatArray], FloatArray]]:
     """Per stage: (compute busy, exposed per kind, compute time overlapped by comm)."""
     start, finish = times.chain_start, times.chain_finish
@@ -207,11 +206,10 @@ def _stage_metrics(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes,
             kinds[k] = (counts * (cw.template_kind == ki)) @ tdur
         cc = cw.compute_chains[s]
         comm = {k: (start[c], finish[c]) for k, c in cw.comm_chains[s].items()}
-        exposed, comm_total = exposed_by_kind(start[cc], finish[cc], comm, per_kind)
+        exposed, comm_total = exposed_by_kind(start[cc], finish[cc], comm)
         exposed_sum = np.zeros(b)
         for k, v in exposed.items():
-            if k in kinds:
-                kinds[k] = kinds[k] + v
+            kinds[k] = kinds[k] + v
             exposed_sum += v
         out.append((busy, kinds, comm_total - exposed_sum))
     return out
