@@ -5,7 +5,8 @@ Megatron-LM style 3D/4D parallelism (Narayanan et al. 2021; Korthikanti et al. 2
 interleaved schedule with ``vp`` virtual stages per GPU), context (``cp``), data (``dp``, with
 ZeRO stage 0-3) and expert parallelism (``ep``, carved out of the data-parallel ranks as in
 Megatron-Core). ``num_gpus = tp * pp * cp * dp``. The rank order is Megatron's
-``tp-cp-dp-pp`` (tensor innermost), so TP groups sit inside a node when ``tp <= gpus_per_node``.
+``tp-cp-dp-pp`` (tensor innermost) unless ``rank_order`` says otherwise, so TP groups sit
+inside a node when ``tp <= gpus_per_node``.
 
 Field names are the YAML keys of ``conf/parallel/`` (COORDINATION.md, shared contracts).
 """
@@ -51,6 +52,8 @@ class ParallelSpec:
         precision: compute precision of the GEMMs (``fp16``, ``bf16``, ``fp8``, ...).
         flash_attention: fused (flash) attention core; false = Megatron-LM's unfused core
             (as in Narayanan et al. 2021 and Korthikanti et al. 2022).
+        rank_order: how ranks are numbered, innermost dimension first (consecutive ranks
+            share a node): ``tp-cp-dp-pp`` keeps TP inside the scale-up domain.
     """
 
     tp: int = 1
@@ -68,6 +71,7 @@ class ParallelSpec:
     tp_comm_overlap: bool = False
     precision: str = "bf16"
     flash_attention: bool = True
+    rank_order: str = "tp-cp-dp-pp"
 
     def __post_init__(self) -> None:
         p = "parallel."
@@ -84,6 +88,10 @@ class ParallelSpec:
                 p + "zero_stage", self.zero_stage, "must be 0, 1, 2 or 3")
         require(self.precision in PRECISIONS, p + "precision", self.precision,
                 f"must be one of {', '.join(PRECISIONS)}")
+        require(isinstance(self.rank_order, str)
+                and sorted(self.rank_order.split("-")) == ["cp", "dp", "pp", "tp"],
+                p + "rank_order", self.rank_order,
+                "must order the four dimensions tp, cp, dp, pp joined by '-' (innermost first)")
         require(self.vp == 1 or self.pp > 1, p + "vp", self.vp,
                 "virtual pipeline stages need pp > 1")
 

@@ -63,3 +63,24 @@ def test_moe_all_to_all_appears_with_expert_parallelism() -> None:
     assert with_ep.exposed_comm_by_kind["ep"][0] > 0
     assert no_ep.exposed_comm_by_kind["ep"][0] == 0
     assert with_ep.peak_memory_gib[0] < no_ep.peak_memory_gib[0]  # experts sharded
+
+
+def test_group_spans_follow_the_rank_order() -> None:
+    from simcore.workload.placement import group_spans
+
+    par = ParallelSpec(tp=8, pp=2, dp=4, global_batch=8)
+    default = group_spans(par, gpus_per_node=8)
+    assert default["tp"] == (8, 8) and not default["tp"].cross_node  # one node
+    assert default["dp"] == (4, 1)  # one member per node: over the NICs
+    flipped = group_spans(replace(par, rank_order="dp-tp-cp-pp"), gpus_per_node=8)
+    assert flipped["dp"] == (4, 4) and flipped["tp"] == (8, 2)  # TP now spans 4 nodes
+
+
+def test_tp_across_nodes_is_slower_than_inside() -> None:
+    model = ModelSpec(name="t", num_layers=4, hidden_size=1024, num_heads=8, seq_len=1024,
+                      vocab_size=1024)
+    par = ParallelSpec(tp=8, global_batch=8)
+    inside = simulate_batch(model, par, [SystemSpec(num_gpus=64)])
+    across = simulate_batch(model, replace(par, rank_order="dp-tp-cp-pp"),
+                            [SystemSpec(num_gpus=64)])
+    assert across.exposed_comm_by_kind["tp"][0] > 2 * inside.exposed_comm_by_kind["tp"][0]
