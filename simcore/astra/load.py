@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from simcore.astra.program import INT_ATTRS, RankProgram
 from simcore.errors import InputError
 from simcore.traces.et import EtTrace, read_traces
 
-__all__ = ["program_from_trace", "read_programs"]
+__all__ = ["LazyPrograms", "program_from_trace", "read_programs"]
 
 
 def _parents(trace: EtTrace) -> tuple[np.ndarray, np.ndarray]:
@@ -74,6 +75,36 @@ def program_from_trace(trace: EtTrace) -> RankProgram:
     )
 
 
-def read_programs(prefix: str | os.PathLike[str], num_ranks: int | None = None) -> Sequence[RankProgram]:
-    """Read ``<prefix>.<rank>.et`` for every rank (gzip or plain) as programs."""
-    return [program_from_trace(t) for t in read_traces(prefix, num_ranks)]
+class LazyPrograms(Sequence[RankProgram]):
+    """Per-rank programs built on first access from decoded traces (kept in ``traces``).
+
+    A symmetry-folded run only ever builds the representatives' programs; the folding itself
+    compares the traces' columns (:mod:`simcore.astra.symmetry`).
+    """
+
+    def __init__(self, traces: Sequence[EtTrace]) -> None:
+        self.traces = list(traces)
+        self._built: dict[int, RankProgram] = {}
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    @overload
+    def __getitem__(self, index: int) -> RankProgram: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RankProgram]: ...
+
+    def __getitem__(self, index: int | slice) -> RankProgram | Sequence[RankProgram]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = index + len(self) if index < 0 else index
+        program = self._built.get(i)
+        if program is None:
+            program = self._built[i] = program_from_trace(self.traces[i])
+        return program
+
+
+def read_programs(prefix: str | os.PathLike[str], num_ranks: int | None = None) -> LazyPrograms:
+    """Read ``<prefix>.<rank>.et`` for every rank (gzip or plain); programs are built lazily."""
+    return LazyPrograms(read_traces(prefix, num_ranks))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,54 +28,86 @@ from numpy.typing import NDArray
 from simcore.astra.program import NodeType, RankProgram
 from simcore.network.topology import Topology
 from simcore.specs.astra import CommGroupsSpec
+from simcore.traces.et import EtTrace
 
 __all__ = ["representatives"]
 
 
-def _group_ids(program: RankProgram) -> NDArray[np.int64]:
-    """Per node: the communicator group id of its ``pg_name`` (0 = all NPUs / none)."""
-    table = np.array([int(p) if p.isdigit() else 0 for p in program.pg_names] + [0], dtype=np.int64)
-    return table[program.pg_codes]
+@dataclass(frozen=True, eq=False)
+class _View:
+    """What symmetry needs of one rank: peer-blind columns, peers and communicator groups."""
+
+    columns: list[NDArray[Any]]  # everything but the peers; group ids replaced later by sizes
+    node_group: NDArray[np.int64]  # per node: communicator group id (0 = all NPUs / none)
+    coll_groups: NDArray[np.int64]  # per collective node, in file order: its group id
+    peers: NDArray[np.int64]  # per send/recv node, in file order: the peer NPU
+    quick: tuple[int, ...]
 
 
-def _columns(program: RankProgram, group_ids: NDArray[np.int64], sizes: dict[int, int]) -> list[NDArray[Any]]:
-    """Everything of a trace except who the peers are (group ids become group sizes)."""
-    table = np.full(max(max(sizes), int(group_ids.max(initial=0))) + 1, -1, dtype=np.int64)
+def _group_table(names: Sequence[str]) -> NDArray[np.int64]:
+    return np.array([int(p) if p.isdigit() else 0 for p in names] + [0], dtype=np.int64)
+
+
+def _peer_column(types: NDArray[Any], src: NDArray[np.int64], dst: NDArray[np.int64]) -> NDArray[np.int64]:
+    peer = np.where(types == NodeType.SEND, dst, np.where(types == NodeType.RECV, src, -1))
+    return peer[(types == NodeType.SEND) | (types == NodeType.RECV)]
+
+
+def _program_view(program: RankProgram) -> _View:
+    node_group = _group_table(program.pg_names)[program.pg_codes]
+    cols: list[NDArray[Any]] = [program.ids, program.types, program.duration_us, program.is_cpu_op,
+                                program.parents_ptr, program.parents,
+                                np.array([repr(program.involved_dim)], dtype=object)]
+    cols += [program.ints[name] for name in sorted(program.ints) if name not in ("comm_src", "comm_dst")]
+    return _View(cols, node_group, node_group[program.types == NodeType.COLL],
+                 _peer_column(program.types, program.attr("comm_src"), program.attr("comm_dst")),
+                 (program.num_nodes, int(program.duration_us.sum()), int(program.parents.sum())))
+
+
+def _trace_view(trace: EtTrace) -> _View:
+    """The same from a decoded ET file, without building a program (used for folded-away ranks)."""
+    pg = trace.str_attr("pg_name")
+    node_group = _group_table(pg.categories)[pg.codes]
+    cols: list[NDArray[Any]] = [trace.ids, trace.types, trace.duration_micros, trace.data_ptr, trace.data_deps,
+                                trace.ctrl_ptr, trace.ctrl_deps]
+    for name in sorted(trace.ints):
+        if name not in ("comm_src", "comm_dst"):
+            cols += list(trace.ints[name])
+    for name in sorted(trace.lists):
+        cols += list(trace.lists[name])
+    src = np.where(trace.int_attr("comm_src")[1], trace.int_attr("comm_src")[0], -1)
+    dst = np.where(trace.int_attr("comm_dst")[1], trace.int_attr("comm_dst")[0], -1)
+    return _View(cols, node_group, node_group[trace.types == NodeType.COLL], _peer_column(trace.types, src, dst),
+                 (trace.num_nodes, int(trace.duration_micros.sum()), int(trace.data_deps.sum())))
+
+
+def _views(programs: Sequence[RankProgram]) -> list[_View]:
+    from simcore.astra.load import LazyPrograms
+
+    if isinstance(programs, LazyPrograms):
+        return [_trace_view(t) for t in programs.traces]
+    return [_program_view(p) for p in programs]
+
+
+def _base_colors(views: list[_View], sizes: dict[int, int]) -> NDArray[np.int64]:
+    """Colour = class of ranks whose peer-blind columns are equal (checked element by element)."""
+    table = np.full(max(max(sizes), max(int(v.node_group.max(initial=0)) for v in views)) + 1, -1, dtype=np.int64)
     for gid, size in sizes.items():
         table[gid] = size
-    group_sizes = table[group_ids]
-    cols: list[NDArray[Any]] = [program.ids, program.types, program.duration_us, program.is_cpu_op, program.parents_ptr,
-            program.parents, group_sizes]
-    cols += [program.ints[name] for name in sorted(program.ints) if name not in ("comm_src", "comm_dst")]
-    return cols
-
-
-def _base_colors(programs: Sequence[RankProgram], sizes: dict[int, int]) -> NDArray[np.int64]:
-    """Colour = class of ranks whose peer-blind columns are equal (checked element by element)."""
     reps: dict[tuple[int, ...], list[tuple[int, list[NDArray[Any]]]]] = {}
-    color = np.zeros(len(programs), dtype=np.int64)
+    color = np.zeros(len(views), dtype=np.int64)
     count = 0
-    for r, program in enumerate(programs):
-        cols = _columns(program, _group_ids(program), sizes)
-        quick = (program.num_nodes, int(program.duration_us.sum()), int(program.parents.sum()))
-        for c, other in reps.get(quick, []):
-            if all(np.array_equal(a, b) for a, b in zip(cols, other, strict=True)) and (
-                program.involved_dim == programs[int(np.flatnonzero(color == c)[0])].involved_dim
-            ):
+    for r, view in enumerate(views):
+        cols = [*view.columns, table[view.node_group]]
+        for c, other in reps.get(view.quick, []):
+            if all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(cols, other, strict=True)):
                 color[r] = c
                 break
         else:
-            reps.setdefault(quick, []).append((count, cols))
+            reps.setdefault(view.quick, []).append((count, cols))
             color[r] = count
             count += 1
     return color
-
-
-def _peers(program: RankProgram) -> NDArray[np.int64]:
-    types = program.types
-    src, dst = program.attr("comm_src"), program.attr("comm_dst")
-    peer = np.where(types == NodeType.SEND, dst, np.where(types == NodeType.RECV, src, -1))
-    return peer[peer >= 0]
 
 
 def _symmetric_network(topology: Topology, backend: str) -> bool:
@@ -99,14 +132,14 @@ def representatives(programs: Sequence[RankProgram], groups: CommGroupsSpec, top
     members = {gid: np.array(m, dtype=np.int64) for gid, m in groups.groups}
     members[0] = np.arange(n, dtype=np.int64)
     sizes = {gid: len(m) for gid, m in members.items()}
-    coll = [np.flatnonzero(p.types == NodeType.COLL) for p in programs]
-    gids = [_group_ids(p)[c] for p, c in zip(programs, coll, strict=True)]
+    views = _views(programs)
+    gids = [v.coll_groups for v in views]
     if any(int(g) not in members for ids in gids for g in np.unique(ids)):
         return identity  # an unknown group: the workload layer reports it
-    peers = [_peers(p) for p in programs]
+    peers = [v.peers for v in views]
     if any(((p < 0) | (p >= n)).any() for p in peers):
         return identity
-    color = _base_colors(programs, sizes)
+    color = _base_colors(views, sizes)
     classes = int(color.max()) + 1
     while True:
         gcolor = {gid: hashlib.blake2b(np.sort(color[m]).tobytes(), digest_size=8).digest()

@@ -80,7 +80,6 @@ class SystemLayer:
         self._running: dict[int, int] = {}
         self._threshold = self.spec.active_chunks_per_dimension  # one queue per dimension
         self._send_busy: dict[tuple[int, int], deque[tuple[int, int]]] = {}
-        self._mem_ns_per_byte = 1e9 / (self.spec.local_mem_bw_GBps * 1e9) if self.spec.local_mem_bw_GBps else 0.0
 
     # ----------------------------------------------------------------- collectives
     def generate(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
@@ -204,7 +203,7 @@ class SystemLayer:
 
     def reduction_ns(self, nbytes: int) -> int:
         """One memory pass over ``nbytes`` at local-mem-bw (decimal GB/s), floored (``Sys::mem_read``)."""
-        if not self._mem_ns_per_byte:
+        if self.spec.local_mem_bw_GBps <= 0:
             raise InputError("local-mem-bw", 0, "must be > 0 when a collective reduces data")
         return int(nbytes / (self.spec.local_mem_bw_GBps * 1e9) * 1e9)
 
