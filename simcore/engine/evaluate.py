@@ -44,6 +44,7 @@ class CompiledWorkload:
     comm_chains: tuple[dict[str, IntArray], ...]  # per stage: kind -> chains on other streams
     template_kind: IntArray  # (U,)
     seg_stage: IntArray  # (S,) pipeline stage of each segment
+    overlap_counts: FloatArray  # (P, U) comm templates of a stage that may overlap its compute
 
     @property
     def ops(self) -> OpTable:
@@ -57,6 +58,7 @@ def compile_workload(workload: TransformerWorkload) -> CompiledWorkload:
     plan = compile_plan(graph)
     tmpl = graph.attr("template").astype(np.int64)
     u = len(workload.ops.templates)
+    kind_of_t = np.asarray(workload.ops.template_kind, dtype=np.int64)
     seg_of_sorted = np.repeat(np.arange(plan.num_segments), np.diff(plan.seg_ptr))
     seg_counts = sps.csr_matrix(
         (np.ones(graph.num_nodes), (seg_of_sorted, tmpl[plan.order])),
@@ -65,7 +67,6 @@ def compile_workload(workload: TransformerWorkload) -> CompiledWorkload:
     chain_first = plan.order[plan.seg_ptr[plan.chain_seg_ptr[:-1]]]
     res_first = graph.res_idx[graph.res_ptr[chain_first]]
     names = graph.resource_names
-    kind_of_t = np.asarray(workload.ops.template_kind, dtype=np.int64)
     chain_kind = kind_of_t[tmpl[chain_first]]
     p = workload.num_stages
     stage_counts = np.zeros((p, u))
@@ -75,6 +76,14 @@ def compile_workload(workload: TransformerWorkload) -> CompiledWorkload:
     on_compute = node_stage_compute[node_res]
     mask = on_compute >= 0
     np.add.at(stage_counts, (on_compute[mask], tmpl[mask]), 1.0)
+    # communication off the compute stream, attributed to the stage that issues it; DP traffic
+    # only overlaps compute when dp_overlap (else it runs after the pipeline flush)
+    node_stage = graph.attr("stage").astype(np.int64)
+    off = ~mask
+    overlap_counts = np.zeros((p, u))
+    np.add.at(overlap_counts, (node_stage[off], tmpl[off]), 1.0)
+    if not workload.dp_overlap:
+        overlap_counts[:, kind_of_t == COMM_KINDS.index("dp")] = 0.0
     compute_chains = []
     comm_chains = []
     for s in range(p):
@@ -89,7 +98,7 @@ def compile_workload(workload: TransformerWorkload) -> CompiledWorkload:
         comm_chains.append({k: np.asarray(v, dtype=np.int64) for k, v in kinds.items()})
     seg_stage = graph.attr("stage").astype(np.int64)[plan.order[plan.seg_ptr[:-1]]]
     return CompiledWorkload(workload=workload, plan=plan, seg_counts=seg_counts,
-                            seg_stage=seg_stage,
+                            seg_stage=seg_stage, overlap_counts=overlap_counts,
                             stage_counts=stage_counts, compute_chains=tuple(compute_chains),
                             comm_chains=tuple(comm_chains), template_kind=kind_of_t)
 
@@ -146,9 +155,10 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
         cw: the compiled workload.
         tdur: (U, B) seconds per template.
         overlap_slowdown: (B,) fractional slowdown of compute while communication runs beside
-            it (Echo §3.4, calib's ``overlap_slowdown - 1``). Applied in a second pass: each
-            stage's compute is stretched by ``slowdown x overlapped time / compute time`` (the
-            overlap measured in the first pass), then the iteration is rescheduled.
+            it (Echo §3.4, calib's ``overlap_slowdown - 1``): each stage's compute is stretched
+            by ``slowdown x overlapped / compute``, the overlapped time being the stage's
+            overlappable communication (off its compute stream; DP only with dp_overlap),
+            capped at its compute.
 
     The batch is processed in column tiles so every intermediate array stays small.
     """
@@ -173,58 +183,43 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
 
 def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None
                    ) -> StageBreakdown:
-    is_comp = (cw.template_kind == COMPUTE).astype(np.float64)
+    is_comp = cw.template_kind == COMPUTE
+    busy = cw.stage_counts @ (tdur * is_comp[:, None])  # (P, B) compute per stage
+    scale = np.ones_like(busy)
+    if slowdown is not None:
+        # Echo §3.4: compute running beside communication is slowed down; the stage's
+        # overlappable communication is assumed hidden behind its compute (at most all of it)
+        overlapped = np.minimum(busy, cw.overlap_counts @ tdur)
+        scale += slowdown[None, :] * np.divide(overlapped, busy, out=np.zeros_like(busy),
+                                               where=busy > 0)
     seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
-    seg_other = np.asarray(cw.seg_counts @ (tdur * (1.0 - is_comp)[:, None]))
-    times = run_chains(cw.plan, seg_comp + seg_other)
-    stages = _stage_metrics(cw, tdur, times)
-    if slowdown is not None and np.any(slowdown > 0):
-        scale = np.ones((cw.workload.num_stages, tdur.shape[1]))
-        for s, (busy, _, overlapped) in enumerate(stages):
-            scale[s] += slowdown * np.divide(overlapped, busy, out=np.zeros_like(busy),
-                                             where=busy > 0)
-        seg_scale = scale[cw.seg_stage]
-        times = run_chains(cw.plan, seg_comp * seg_scale + seg_other)
-        stages = _stage_metrics(cw, tdur, times, scale)
-    return _pick_bottleneck(times.makespan, stages)
+    seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
+    times = run_chains(cw.plan, seg_comp * scale[cw.seg_stage] + seg_other)
+    return _breakdown(cw, tdur, times, busy * scale)
 
 
-def _stage_metrics(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes,
-                   scale: FloatArray | None = None
-                   ) -> list[tuple[FloatArray, dict[str, FloatArray], FloatArray]]:
-    """Per stage: (compute busy, exposed per kind, compute time overlapped by comm)."""
-    start, finish = times.chain_start, times.chain_finish
-    b = tdur.shape[1]
-    out = []
-    for s in range(cw.workload.num_stages):
+def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes, busy: FloatArray
+               ) -> StageBreakdown:
+    """Breakdown on the stage with the most compute (ties: the first), per design point."""
+    total = times.makespan
+    b = total.shape[0]
+    pick = np.argmax(busy, axis=0)
+    cols_all = np.arange(b)
+    compute = busy[pick, cols_all]
+    exposed = {k: np.zeros(b) for k in COMM_KINDS}
+    for s in np.unique(pick):
+        cols = np.flatnonzero(pick == s)
         counts = cw.stage_counts[s]
-        busy = (counts * (cw.template_kind == COMPUTE)) @ tdur
-        if scale is not None:
-            busy = busy * scale[s]
-        kinds = {}
-        for ki, k in enumerate(COMM_KINDS):
-            kinds[k] = (counts * (cw.template_kind == ki)) @ tdur
+        for ki, k in enumerate(COMM_KINDS):  # blocking collectives on the compute stream
+            exposed[k][cols] += ((counts * (cw.template_kind == ki)) @ tdur)[cols]
+        start = times.chain_start[:, cols]
+        finish = start + times.chain_dur[:, cols]
         cc = cw.compute_chains[s]
         comm = {k: (start[c], finish[c]) for k, c in cw.comm_chains[s].items()}
-        exposed, comm_total = exposed_by_kind(start[cc], finish[cc], comm)
-        exposed_sum = np.zeros(b)
-        for k, v in exposed.items():
-            kinds[k] = kinds[k] + v
-            exposed_sum += v
-        out.append((busy, kinds, comm_total - exposed_sum))
-    return out
-
-
-def _pick_bottleneck(total: FloatArray,
-                     stages: list[tuple[FloatArray, dict[str, FloatArray], FloatArray]]
-                     ) -> StageBreakdown:
-    """Report the stage with the most compute (ties: the first)."""
-    busy_all = np.stack([st[0] for st in stages])
-    pick = np.argmax(busy_all, axis=0)
-    cols = np.arange(total.shape[0])
-    compute = busy_all[pick, cols]
-    exposed = {k: np.stack([st[1][k] for st in stages])[pick, cols] for k in COMM_KINDS}
-    exposed_total = np.zeros_like(total)
+        off, _ = exposed_by_kind(start[cc], finish[cc], comm)
+        for k, v in off.items():
+            exposed[k][cols] += v
+    exposed_total = np.zeros(b)
     for v in exposed.values():
         exposed_total += v
     bubble = np.maximum(0.0, total - compute - exposed_total)

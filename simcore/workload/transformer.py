@@ -60,6 +60,7 @@ class TransformerWorkload:
     num_stages: int
     in_flight: tuple[int, ...]
     layers_per_chunk: int
+    dp_overlap: bool = True
 
 
 class _Emitter:
@@ -301,4 +302,5 @@ def build_transformer(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: i
     gen = _Generator(model, parallel, gpus_per_node)
     flights = tuple(gen.stage(s) for s in range(parallel.pp))
     return TransformerWorkload(graph=gen.b.build(), ops=gen.ops, num_stages=parallel.pp,
-                               in_flight=flights, layers_per_chunk=gen.lpc)
+                               in_flight=flights, layers_per_chunk=gen.lpc,
+                               dp_overlap=parallel.dp_overlap)

@@ -125,3 +125,18 @@ def test_dp_gradient_allreduce_overlaps_backward_only_when_asked() -> None:
     t_ar = 2 * (dp - 1) / dp * layer_bytes / (5.0 * 1e9)
     assert serial["exposed_comm_dp_s"] >= L * t_ar
     assert overlapped["exposed_comm_dp_s"] < serial["exposed_comm_dp_s"] - 0.5 * t_ar
+
+
+def test_overlap_slowdown_stretches_compute_beside_communication_only() -> None:
+    dp, m = 4, 2
+    fast = replace(_system(dp, up_GBps=5.0), calibration=replace(CAL, overlap_compute_slowdown=0.0))
+    slow = replace(fast, calibration=replace(CAL, overlap_compute_slowdown=0.5))
+    par = ParallelSpec(global_batch=dp * m * MB, dp_overlap=True)
+    base, slowed = _run(par, fast), _run(par, slow)
+    assert slowed["compute_s"] > base["compute_s"]
+    # at most half of the overlapped DP traffic (all of it hidden) is added to the compute
+    layer_bytes = 12 * H * H * 2
+    t_ar = 2 * (dp - 1) / dp * layer_bytes / (5.0 * 1e9)
+    assert slowed["compute_s"] - base["compute_s"] <= 0.5 * (L + 1) * t_ar * 1.0001
+    serial = replace(par, dp_overlap=False)  # DP after the flush: nothing overlaps compute
+    assert _run(serial, slow)["compute_s"] == pytest.approx(_run(serial, fast)["compute_s"])
