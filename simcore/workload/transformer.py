@@ -82,17 +82,23 @@ class _Emitter:
         return self.last
 
     def steps(self, steps: Sequence[Step], overlap_tp: bool, deps: Sequence[int] = ()) -> None:
-        """Emit ``steps``; the first node also waits for ``deps``."""
+        """Emit ``steps``; the first node also waits for ``deps``.
+
+        With ``overlap_tp`` every compute step and TP collective is cut into
+        ``TP_OVERLAP_CHUNKS`` pieces pipelined across the compute and tp streams: piece j of a
+        step waits for piece j of the step before it (Megatron's TP communication overlap:
+        a GEMM chunk runs while the previous chunk's all-gather / reduce-scatter is in flight).
+        The attention core is not cut: it waits for every piece before it.
+        """
         pending = list(deps)
-        pieces: list[int] = []  # chunk nodes of the last TP-overlapped step
+        pieces: list[int] = []  # piece ids of the previous step when it was cut
         for step in steps:
-            if step[0] == "tp" and overlap_tp:
-                pieces = self._overlapped(step[1], pieces, pending)
+            if overlap_tp and step[0] in ("tp", "c"):
+                pieces = self._pieces(step[0], step[1], pieces, pending)
                 pending = []
                 continue
-            if pieces:  # a plain step after overlapped TP chunks waits for all of them
-                pending += pieces
-                pieces = []
+            pending += pieces
+            pieces = []
             if step[0] == "attn":
                 self._attention(step[1], step[2], step[3], pending)
             else:
@@ -101,15 +107,19 @@ class _Emitter:
         if pieces:
             self.comp(self.ops.template("sync", []), pieces)
 
-    def _overlapped(self, tmpl: int, prev: list[int], pending: list[int]) -> list[int]:
-        """TP collective in chunks on the tp stream, each overlapping the next compute chunk:
-        chunk j waits for the compute node before it (or chunk j of the previous collective)."""
+    def _pieces(self, kind: str, tmpl: int, prev: list[int], pending: list[int]) -> list[int]:
+        """``TP_OVERLAP_CHUNKS`` pieces of a compute step or a TP collective."""
         n = TP_OVERLAP_CHUNKS
         piece = self.ops.scaled(tmpl, 1.0 / n, f"/{n}")
         out = []
         for j in range(n):
-            deps = [prev[j]] if prev else ([self.last] if self.last is not None else [])
-            out.append(self.node(piece, f"s{self.stage}.tp", deps + pending, "tp_chunk"))
+            deps = ([prev[j]] if prev else []) + (pending if j == 0 else [])
+            if kind == "c":
+                out.append(self.comp(piece, deps))
+            else:
+                if not prev and self.last is not None:
+                    deps.append(self.last)
+                out.append(self.node(piece, f"s{self.stage}.tp", deps, "tp_chunk"))
         return out
 
     def _attention(self, core: int, kv: int, n: int, pending: list[int]) -> None:

@@ -84,3 +84,14 @@ def test_tp_across_nodes_is_slower_than_inside() -> None:
     across = simulate_batch(model, replace(par, rank_order="dp-tp-cp-pp"),
                             [SystemSpec(num_gpus=64)])
     assert across.exposed_comm_by_kind["tp"][0] > 2 * inside.exposed_comm_by_kind["tp"][0]
+
+
+def test_tp_comm_overlap_hides_most_tp_communication() -> None:
+    model = ModelSpec(name="t", num_layers=4, hidden_size=4096, num_heads=32, seq_len=2048,
+                      vocab_size=1024)
+    par = ParallelSpec(tp=8, global_batch=2, sequence_parallel=True)
+    sysm = [SystemSpec(num_gpus=8)]
+    plain = simulate_batch(model, par, sysm)
+    overlapped = simulate_batch(model, replace(par, tp_comm_overlap=True), sysm)
+    assert overlapped.exposed_comm_by_kind["tp"][0] < 0.5 * plain.exposed_comm_by_kind["tp"][0]
+    assert overlapped.iteration_time_s[0] < plain.iteration_time_s[0]
