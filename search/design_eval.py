@@ -127,6 +127,16 @@ class DesignEvaluator:
         self.n_batches = 0
         self.n_simulated = 0  # distinct design points simulated (repeats come from a cache)
 
+    def with_objectives(self, objectives: Sequence[Objective]) -> DesignEvaluator:
+        """An evaluator for other objectives that reuses every point evaluated so far."""
+        other = DesignEvaluator(self.base_cfg, self.space, objectives, self.cost,
+                                self.train_tokens, self.runner, self.penalize_infeasible)
+        other._built = self._built
+        other._done = {key: outcome_of(o.metrics, other.objectives,
+                                       penalize_infeasible=self.penalize_infeasible)
+                       for key, o in self._done.items()}
+        return other
+
     def _lookup(self, params: Mapping[str, Any]) -> Callable[[str], Any]:
         def get(key: str) -> Any:
             if key in params:

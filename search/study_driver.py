@@ -13,6 +13,7 @@ first, so an unreachable MLflow never loses a trial.
 from __future__ import annotations
 
 import re
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -174,5 +175,8 @@ def run_search(setup: SearchSetup, tracking: Any | None = None,
     best = best_trials(study, setup.objectives)
     parent, error = None, ""
     if tracking is not None:
+        t0 = time.perf_counter()
         parent, error = tracking.finish(study, setup.objectives, best, table, plots, stats)
+        stats.logging_s += time.perf_counter() - t0  # draining the background logger included
+        stats.total_s += time.perf_counter() - t0
     return SearchOutcome(stats, best, table, plots, parent, error)

@@ -3,7 +3,9 @@
 Layout (DESIGN.md "MLflow layout"): one experiment per study (``search-<study name>``), one
 parent run per study (found again on resume by its ``simsweep.sweep_id`` tag
 ``study:<name>@<output dir>``), one child run per finished trial, named ``trial-<n>`` with tag
-``simsweep.point_hash = trial-<n>``: params are the searched keys (``parallel.tp``), metrics the objective values
+``simsweep.point_hash = trial-<n>``, logged from the sweep's background
+:class:`~search.publish.PointLogger` while the next batch runs (``tracking.async_logging``):
+params are the searched keys (``parallel.tp``), metrics the objective values
 and every simulated metric, tags the feasibility and its reason. A resumed study first logs the
 finished trials that have no child run yet, so no trial is logged twice or lost. At the end the
 parent gets the results table, Optuna's plots (HTML, under ``plots/``), summary metrics (best
@@ -19,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import polars as pl
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import FrozenTrial, TrialState
 
 from search.ask_tell import LoopStats
 from search.objectives import Objective
+from search.publish import PointLogger
 from search.tracking import Tracker, flatten_params
 
 __all__ = ["StudyTracking"]
@@ -57,6 +61,8 @@ class StudyTracking:
         self.error = ""
         self.parent_id: str | None = None
         self.logged: set[str] = set()
+        self.async_logging = bool(tc.get("async_logging", True))
+        self._logger: PointLogger | None = None
         try:
             if not self.tracker.reachable():
                 raise ConnectionError(f"{self.tracker.uri} is unreachable")
@@ -94,6 +100,12 @@ class StudyTracking:
         for r in rows:
             for key in params:
                 r.setdefault(key, "")
+        if self.async_logging:  # the sweep's background logger: logging overlaps evaluation
+            if self._logger is None:
+                self._logger = PointLogger(self.tracker, self.parent_id, self.logged, params)
+            self._logger.submit(pl.DataFrame(rows, strict=False, infer_schema_length=None))
+            self.logged.update(r["point_hash"] for r in rows)
+            return
         try:
             self.tracker.log_children(self.parent_id, rows, params, metrics)
         except Exception as err:  # noqa: BLE001
@@ -119,6 +131,14 @@ class StudyTracking:
         if self.parent_id is None:
             return None, self.error
         t0 = time.perf_counter()
+        if self._logger is not None:
+            self._logger.close()
+            self.logged = set(self._logger.skip)
+            if self._logger.error is not None:
+                self._fail(self._logger.error)
+                return None, self.error
+            self._logger = None
+        self.async_logging = False
         try:
             self.log_trials(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
             if self.parent_id is None:
