@@ -138,6 +138,7 @@ class _Emitter:
 
 
 _SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
+_EMB_TIED_ID = 1 << 41  # the first/last-stage embedding all-reduce
 
 
 class _Generator:
@@ -175,6 +176,10 @@ class _Generator:
         emb = m.vocab_size * m.hidden_size / p.tp
         self.emb_grad = coll("dp_embedding_grad_reduce", rtype, emb, sp["dp"])
         self.emb_params = emb
+        pair = 1 if sp["pp"].cross_node else 2
+        k = ops.kernel("coll", int(CommType.ALL_REDUCE), emb * _GRAD_BYTES, 2, pair)
+        self.emb_tied = ops.template("embedding_tied_allreduce", [(k, 1.0)], _DP)
+        self.first_stage_end: int | None = None
 
         def opt(stage_params: float) -> int:
             k = ops.kernel("mem", stage_params / shard * _OPTIMIZER_BYTES_PER_PARAM)
@@ -215,15 +220,18 @@ class _Generator:
                 got = self._backward(e, op, v, dp_stream)
                 grads += got
                 n_reduce += len(got) if overlap else self._reduces(op)
-        if s == 0 or s == p.pp - 1:
-            n_reduce += 1  # embedding / output-layer gradients
+        ends = s == 0 or s == p.pp - 1  # holds the word embedding or the output layer
         if not overlap:  # gradient reduction after the flush, layer by layer
             tail = [e.last] if e.last is not None else []
             for _ in range(n_reduce):
                 tail = [self._dp_nodes(e, dp_stream, self.grad_tmpl, tail)]
+            if ends:
+                tail = [e.node(self.emb_grad, dp_stream, tail, "dp_emb")]
             grads = tail
-        elif s == 0 or s == p.pp - 1:
+        elif ends:
             grads.append(e.node(self.emb_grad, dp_stream, [e.last] if e.last else [], "dp_emb"))
+        if ends and p.pp > 1:
+            grads.append(self._tied_embedding(e))
         stage_params = self.layer_params * self.lpc * p.vp
         stage_params += self.emb_params if s in (0, p.pp - 1) else 0.0
         opt = e.comp(self.opt_tmpl(stage_params), grads)
@@ -231,6 +239,19 @@ class _Generator:
             for _ in range(self.lpc * p.vp):
                 self._dp_nodes(e, dp_stream, self.gather_tmpl, [opt])
         return peak
+
+    def _tied_embedding(self, e: _Emitter) -> int:
+        """Megatron's tied word embedding: the first and the last stage all-reduce its
+        gradient before the step. One rendezvous node on both stages' embedding streams,
+        added with the last stage (the first stage's optimizer already waits for its id)."""
+        if e.stage == 0:
+            self.first_stage_end = e.last
+            return _EMB_TIED_ID
+        deps = [d for d in (self.first_stage_end, e.last) if d is not None]
+        self.b.add(NodeKind.COLLECTIVE, resources=["s0.emb", f"s{e.stage}.emb"], deps=deps,
+                   rank=-1, name="embedding_tied_allreduce", node_id=_EMB_TIED_ID,
+                   template=self.emb_tied, stage=0)
+        return _EMB_TIED_ID
 
     def _reduces(self, op: PipeOp) -> int:
         reduce_now = self.par.zero_stage >= 2 or op.micro_batch == self.m - 1
