@@ -6,6 +6,8 @@ gzip) and prints one table: files, nodes, MB (compressed / raw), median seconds 
 - ``cold``: simcore decode with no cache (decompress + frame + vectorized decode, threads),
 - ``warm disk``: simcore with the per-file disk cache populated, in a fresh process state,
 - ``warm memory``: simcore again in the same process (in-memory cache).
+Wall-clock and CPU seconds (all threads) are both printed: on a shared machine the CPU time is
+the steadier figure.
 
 Usage: python scripts/bench_et_read.py [--prefix P] [--repeat 5] [--threads N]
 """
@@ -45,15 +47,19 @@ def _official(paths: list[str]) -> int:
     return total
 
 
-def _median(fn: Callable[[], object], repeat: int, before: Callable[[], None] | None = None) -> float:
-    times = []
+def _median(
+    fn: Callable[[], object], repeat: int, before: Callable[[], None] | None = None
+) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds (all threads of this process)."""
+    walls, cpus = [], []
     for _ in range(repeat):
         if before:
             before()
-        t = time.perf_counter()
+        c, t = time.process_time(), time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,12 +93,14 @@ def main(argv: list[str] | None = None) -> int:
             lambda: read_traces(args.prefix, threads=args.threads), args.repeat, et_cache.clear_memory)))
         rows.append(("simcore warm memory", _median(
             lambda: read_traces(args.prefix, threads=args.threads), args.repeat)))
-    base = rows[0][1] if rows[0][0].startswith("official") else None
-    print(f"files={len(paths)} nodes={nodes} MB gz={mb_gz:.1f} raw={mb_raw:.1f} cpus={os.cpu_count()}")
-    print(f"{'reader':<26} {'median s':>9} {'nodes/s':>12} {'vs official':>12}")
-    for name, sec in rows:
+    base = rows[0][1][0] if rows[0][0].startswith("official") else None
+    load = os.getloadavg()[0]
+    print(f"files={len(paths)} nodes={nodes} MB gz={mb_gz:.1f} raw={mb_raw:.1f} "
+          f"cpus={os.cpu_count()} load={load:.1f}")
+    print(f"{'reader':<26} {'median s':>9} {'cpu s':>8} {'nodes/s':>12} {'vs official':>12}")
+    for name, (sec, cpu) in rows:
         ratio = f"{base / sec:10.1f}x" if base else "-"
-        print(f"{name:<26} {sec:9.4f} {nodes / sec:12.3g} {ratio:>12}")
+        print(f"{name:<26} {sec:9.4f} {cpu:8.4f} {nodes / sec:12.3g} {ratio:>12}")
     return 0
 
 

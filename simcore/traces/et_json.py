@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import base64
 import math
+import struct
 from collections.abc import Iterator
 from typing import Any
 
 from simcore.traces._wire import walk_fields
 from simcore.traces.et_lists import decode_list
 from simcore.traces.et_schema import AttrKind, NodeType
-from simcore.traces.et_trace import AttrTable, EtTrace, scalar_as_float, scalar_as_int
+from simcore.traces.et_trace import AttrTable, EtTrace
 
 __all__ = ["trace_to_json"]
 
@@ -41,15 +42,23 @@ def _number(value: float) -> float | str:
 
 
 def _scalar(kind: AttrKind, raw: int) -> Any:
-    import numpy as np
-
-    k = np.array([int(kind)], np.int8)
-    r = np.array([raw], np.uint64)
-    if kind in (AttrKind.DOUBLE, AttrKind.FLOAT):
-        return _number(float(scalar_as_float(k, r)[0]))
+    if kind == AttrKind.DOUBLE:
+        return _number(struct.unpack("<d", raw.to_bytes(8, "little"))[0])
+    if kind == AttrKind.FLOAT:
+        return _number(struct.unpack("<f", (raw & 0xFFFFFFFF).to_bytes(4, "little"))[0])
     if kind == AttrKind.BOOL:
         return raw != 0
-    value = raw if kind in _UNSIGNED64 else int(scalar_as_int(k, r)[0])
+    if kind in (AttrKind.SINT32, AttrKind.SINT64):
+        value = (raw >> 1) ^ -(raw & 1)
+    elif kind in (AttrKind.INT32, AttrKind.SFIXED32):
+        low = raw & 0xFFFFFFFF
+        value = low - (1 << 32) if low >= 1 << 31 else low
+    elif kind in (AttrKind.UINT32, AttrKind.FIXED32):
+        value = raw & 0xFFFFFFFF
+    elif kind in _UNSIGNED64:
+        value = raw
+    else:  # int64, sfixed64
+        value = raw - (1 << 64) if raw >= 1 << 63 else raw
     return str(value) if kind in _STRINGIFIED else value
 
 
