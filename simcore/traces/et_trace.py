@@ -264,9 +264,18 @@ class EtTrace:
         return self.bulk.names.text(i)
 
     def node_names(self) -> list[str]:
-        """All node names."""
-        names = self.bulk.names
-        return [names.text(i) for i in range(self.num_nodes)]
+        """All node names (decoded on first use, then cached)."""
+        got = self._cache.get("names")
+        if got is None:
+            rag = self.bulk.names
+            got = [rag.text(i) for i in range(self.num_nodes)]
+            self._cache["names"] = got
+        return list(got)  # type: ignore[call-overload]
+
+    @property
+    def names(self) -> list[str]:
+        """All node names (see :meth:`node_names`)."""
+        return self.node_names()
 
     def int_attr(self, name: str, default: int = 0) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         """Scalar attribute ``name`` as ((N,) int64 values, ``default`` where absent; presence)."""
