@@ -73,7 +73,8 @@ def start_tracking(cfg: DictConfig, manifest: dict[str, Any], out: Path, num_poi
         write_manifest(out, manifest)
         logger = None
         if num_points <= int(tc.child_runs_max):
-            logger = PointLogger(tracker, parent, tracker.child_hashes(parent), axes)
+            logger = PointLogger(tracker, parent, tracker.child_hashes(parent), axes,
+                                 background=bool(tc.async_logging))
         outcome.parent_run_id = parent
         return LiveTracking(tracker, parent, logger)
     except Exception as err:  # noqa: BLE001 - tracking must not stop the sweep

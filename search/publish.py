@@ -39,9 +39,14 @@ def _rows(frame: pl.DataFrame, skip: set[str]) -> list[dict[str, Any]]:
 
 
 class PointLogger:
-    """Background thread creating one child run per result row (see module docstring)."""
+    """Creates one child run per result row (see module docstring).
 
-    def __init__(self, tracker: Tracker, parent_id: str, skip: set[str], axes: list[str]) -> None:
+    With ``background`` (``tracking.async_logging``) a thread logs while batches keep
+    running; without it :meth:`submit` logs before returning, so MLflow never lags the table.
+    """
+
+    def __init__(self, tracker: Tracker, parent_id: str, skip: set[str], axes: list[str],
+                 background: bool = True) -> None:
         self.tracker = tracker
         self.parent_id = parent_id
         self.skip = set(skip)
@@ -49,29 +54,38 @@ class PointLogger:
         self.logged = 0
         self.error: BaseException | None = None
         self._queue: queue.Queue[pl.DataFrame | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="simsweep-mlflow", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._run, name="simsweep-mlflow", daemon=True)
+            self._thread.start()
 
     def submit(self, frame: pl.DataFrame) -> None:
-        """Queue a batch's rows for logging."""
-        self._queue.put(frame)
+        """Log (or queue for logging) a batch's rows."""
+        if self._thread is None:
+            self._log(frame)
+        else:
+            self._queue.put(frame)
+
+    def _log(self, frame: pl.DataFrame) -> None:
+        if self.error is not None:
+            return
+        try:
+            rows = _rows(frame, self.skip)
+            self.logged += self.tracker.log_children(
+                self.parent_id, rows, self.axes, metric_columns(frame, self.axes))
+            self.skip.update(r["point_hash"] for r in rows)
+        except Exception as err:  # noqa: BLE001 - store down: results stay on disk
+            self.error = err
 
     def _run(self) -> None:
         while (frame := self._queue.get()) is not None:
-            if self.error is not None:
-                continue
-            try:
-                rows = _rows(frame, self.skip)
-                self.logged += self.tracker.log_children(
-                    self.parent_id, rows, self.axes, metric_columns(frame, self.axes))
-                self.skip.update(r["point_hash"] for r in rows)
-            except Exception as err:  # noqa: BLE001 - store down: results stay on disk
-                self.error = err
+            self._log(frame)
 
     def close(self) -> None:
         """Wait for queued rows to be logged."""
-        self._queue.put(None)
-        self._thread.join()
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
 
 
 def _metric_name(text: str) -> str:
