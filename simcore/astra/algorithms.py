@@ -12,7 +12,8 @@ input); A2A = n(n-1)/2 steps of D/n to the neighbour. ``direct``/``directN`` (``
 runs ``window`` lanes, each message to a different peer, an all-reduce as a reduce-scatter round
 then an all-gather round; ``halvingDoubling`` exchanges with partners at distance 1, 2, 4, ...
 (halving sizes while reducing, doubling while gathering); ``doubleBinaryTree`` reduces up a
-binary tree and broadcasts down it, the tree mirrored on odd chunks. The last three keep
+binary tree and broadcasts down it, the tree mirrored on odd chunks; like ASTRA-sim's
+``DoubleBinaryTreeAllReduce`` it does so whatever phase it is asked for (its output is its input). The last three keep
 ASTRA-sim's message counts and sizes; their step timing is this model's (no golden numbers).
 """
 
@@ -37,8 +38,10 @@ class Step:
     reduce: bool
 
 
-def final_size(comm: str, size: int, n: int) -> int:
+def final_size(comm: str, size: int, n: int, algorithm: str = "ring") -> int:
     """Bytes a phase hands to the next phase (``final_data_size`` of the algorithm)."""
+    if algorithm.endswith("oubleBinaryTree"):
+        return size
     if comm == AG:
         return size * n
     if comm == RS:
@@ -98,9 +101,7 @@ def _halving_doubling(comm: str, n: int, pos: int, size: int) -> list[list[Step]
     return [steps]
 
 
-def _double_binary_tree(comm: str, n: int, pos: int, size: int, mirror: bool) -> list[list[Step]]:
-    if comm != AR:
-        raise InputError("doubleBinaryTree", comm, "supports all-reduce only")
+def _double_binary_tree(n: int, pos: int, size: int, mirror: bool) -> list[list[Step]]:
     node = n - 1 - pos if mirror else pos
 
     def real(p: int) -> int:
@@ -128,5 +129,5 @@ def lanes_for(algorithm: str, window: int, comm: str, n: int, pos: int, size: in
     if base == "halvingDoubling":
         return _halving_doubling(comm, n, pos, size)
     if base == "doubleBinaryTree":
-        return _double_binary_tree(comm, n, pos, size, chunk % 2 == 1)
+        return _double_binary_tree(n, pos, size, chunk % 2 == 1)
     raise InputError("implementation", algorithm, "unknown native collective algorithm")

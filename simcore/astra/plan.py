@@ -94,13 +94,13 @@ def phases_for(spec: SystemSpec, topo: Topology, npu: int, comm: str, chunk: int
     if comm != AR or spec.collective_optimization == "baseline":
         for members, alg, win, queue in (reversed(dims) if comm == AG else dims):
             phases.append(Phase(comm, members, alg, win, size, queue, delay))
-            size = final_size(comm, size, len(members))
+            size = final_size(comm, size, len(members), alg)
         return phases
     for k, (members, alg, win, queue) in enumerate(dims):
         kind = AR if k == len(dims) - 1 else "reduce_scatter"
         phases.append(Phase(kind, members, alg, win, size, queue, delay))
-        size = final_size(kind, size, len(members))
+        size = final_size(kind, size, len(members), alg)
     for members, alg, win, queue in reversed(dims[:-1]):
         phases.append(Phase(AG, members, alg, win, size, queue, delay))
-        size = final_size(AG, size, len(members))
+        size = final_size(AG, size, len(members), alg)
     return phases

@@ -51,3 +51,10 @@ def test_comm_group_is_one_local_ring() -> None:
     (phase,) = phases_for(system, topo, 9, "all_reduce", 1000, (1, 9, 17), None)
     assert (phase.members, phase.algorithm, phase.transfer_delay_ns) == ((1, 9, 17), "ring", 10)
     assert phases_for(system, topo, 9, "all_reduce", 1000, (9,), None) == []  # a 1-NPU group: no phase
+
+
+def test_one_star_algorithms_use_one_dimension_over_all_npus() -> None:
+    topo = Topology(read_network(DATA / "Ring_FullyConnected_Switch.yml"))
+    system = dataclasses.replace(read_system(DATA / "Ring_4chunks.json"), all_reduce_implementation=("oneDirect4",))
+    (phase,) = phases_for(system, topo, 5, "all_reduce", 6400, None, None)
+    assert (phase.members, phase.algorithm, phase.window) == (tuple(range(64)), "oneDirect", 4)
