@@ -64,6 +64,7 @@ class WorkloadRank:
         key[order] = np.arange(order.shape[0])
         self._key = key.tolist()  # node index -> rank in id order
         self._groups: dict[int, tuple[int, ...] | None] = {}
+        self._coll_attrs: tuple[list[int], list[int], list[int]] | None = None
         self._busy = [False, False, False, False]
         self._runtime = self._compute_runtimes()
         self.collective_handler: Callable[..., None] = system.generate
@@ -166,17 +167,20 @@ class WorkloadRank:
 
     def _collective(self, i: int) -> None:
         program, ctx = self.program, self.ctx
-        comm_type = int(program.attr("comm_type")[i])
+        if self._coll_attrs is None:  # python lists: indexing numpy scalars per node is slow
+            self._coll_attrs = tuple(program.attr(n).tolist() for n in ("comm_type", "comm_size", "comm_priority"))
+        types, sizes, priorities = self._coll_attrs
+        comm_type = types[i]
         if self.ctx.system.replay_only or comm_type == 5:
             self.ctx.events.after(self._runtime[i], self.finish, i)
             return
         if comm_type not in _COMM:
             raise InputError(f"{self._where(i)}:comm_type", comm_type, "unsupported collective comm type")
         group = self.group_of(i)
-        size = int(program.attr("comm_size")[i])
+        size = sizes[i]
         if size < 0:
             raise InputError(f"{self._where(i)}:comm_size", None, "a collective needs comm_size")
-        priority = int(program.attr("comm_priority")[i])
+        priority = priorities[i]
         comm = _COMM[comm_type]
         spec = ctx.system
         custom = self._per_node.get(self._ids[i]) or getattr(spec, f"{comm}_implementation_custom")
