@@ -22,22 +22,26 @@ RECV gets ``N + index``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.errors import InputError
 from simcore.specs.parallel import ParallelSpec
 from simcore.traces.et_build import AttrValue, EtTraceBuilder
 from simcore.traces.et_schema import NodeType
 from simcore.traces.et_trace import EtTrace
+from simcore.workload.graph import Graph
 from simcore.workload.ops import COMPUTE
 from simcore.workload.transformer import TransformerWorkload
 
 __all__ = ["RankLayout", "transformer_to_traces"]
 
-_KINDS = ("tp", "dp", "pp", "cp", "ep")  # template kind index -> comm kind (engine COMM_KINDS)
+_KINDS = ("tp", "dp", "pp", "cp", "ep")
+_STAGE_STREAM = re.compile(r"s(\d+)\.")  # template kind index -> comm kind (engine COMM_KINDS)
 
 
 @dataclass(frozen=True)
@@ -77,16 +81,23 @@ class RankLayout:
         block = d - d % self.ep
         if kind == "ep":
             return tuple(self.rank(t, c, block + j, s) for j in range(self.ep))
+        if kind.startswith("x"):  # a rendezvous of the same (t, c, d) on several stages
+            return tuple(self.rank(t, c, d, int(x)) for x in kind[1:].split(","))
         if kind == "edp":
             return tuple(self.rank(t, c, d % self.ep + self.ep * k, s) for k in range(self.dp // self.ep))
         raise ValueError(kind)
 
-    def groups(self) -> tuple[dict[int, tuple[int, ...]], dict[tuple[str, int], int]]:
-        """(group id -> members, (kind, rank) -> group id); ids from 1, groups of one skipped."""
+    def groups(self, extra: Sequence[str] = ()) -> tuple[dict[int, tuple[int, ...]], dict[tuple[str, int], int]]:
+        """(group id -> members, (kind, rank) -> group id); ids from 1, groups of one skipped.
+
+        ``extra``: cross-stage kinds ``x<s1>,<s2>,...``, defined for ranks of those stages.
+        """
         ids: dict[tuple[int, ...], int] = {}
         of: dict[tuple[str, int], int] = {}
-        for kind in ("tp", "cp", "dp", "ep", "edp"):
+        for kind in ("tp", "cp", "dp", "ep", "edp", *extra):
             for r in range(self.num_ranks):
+                if kind.startswith("x") and str(self.coords(r)[3]) not in kind[1:].split(","):
+                    continue
                 m = tuple(sorted(self.members(kind, r)))
                 if len(m) > 1:
                     of[(kind, r)] = ids.setdefault(m, len(ids) + 1)
@@ -103,39 +114,64 @@ class _Op:
     micros: int
     deps: tuple[int, ...]
     attrs: tuple[tuple[str, float], ...]
-    after: int = -1  # the previous node on the same stream (in-order streams), -1 = none
+    after: tuple[tuple[int, int], ...] = ()  # (stage, previous node on the same stream)
+    stages: tuple[int, ...] = ()  # the stages whose programs hold this node
+    group: str = ""  # communicator kind of a collective (tp, cp, dp, ep, edp, x<stages>)
 
 
 def _ops(w: TransformerWorkload, template_us: NDArray[np.float64]) -> list[_Op]:
     g, ops = w.graph, w.ops
     tmpl = g.attr("template").astype(np.int64)
-    out = []
+    out: list[_Op] = []
     last_on: dict[int, int] = {}
     for i in range(g.num_nodes):
         t = int(tmpl[i])
         parts = ops.templates[t]
         deps = tuple(int(d) for d in g.deps_of(i))
         streams = g.resources_of(i).tolist()
-        after = max((last_on.get(x, -1) for x in streams), default=-1)
+        stages = _stages(g, i, streams)
+        after = tuple((st, max((last_on.get(x, -1) for x in streams if _stream_stage(g, x) in (st, -1)),
+                               default=-1)) for st in stages)
         last_on.update({x: i for x in streams})
         name = g.names[i] or ops.template_names[t]
         kind_idx = ops.template_kind[t]
         if kind_idx == COMPUTE or not parts:
-            out.append(_Op(i, "comp", name, int(round(float(template_us[t]))), deps, (), after))
+            out.append(_Op(i, "comp", name, int(round(float(template_us[t]))), deps, (), after, stages))
             continue
         (kid, weight), = parts
         cost, args = ops.kernels[kid]
         if cost == "coll":
-            group = "edp" if ops.template_names[t].startswith("edp") else _KINDS[kind_idx]
+            if len(stages) > 1:
+                group = "x" + ",".join(map(str, stages))
+            else:
+                group = "edp" if ops.template_names[t].startswith("edp") else _KINDS[kind_idx]
             out.append(_Op(i, "coll", name, 0, deps, (("comm_type", args[0]),
-                                                       ("comm_size", args[1] * weight),
-                                                       (group, 0.0)), after))
+                                                       ("comm_size", args[1] * weight)),
+                           after, stages, group))
         elif _KINDS[kind_idx] == "pp":
             out.append(_Op(i, "pp_send", name, 0, deps, (("comm_size", args[0] * weight),
-                                                          ("peer", float(g.attr("peer")[i]))), after))
+                                                          ("peer", float(g.attr("peer")[i]))),
+                           after, stages))
         else:
-            out.append(_Op(i, "cp_kv", name, 0, deps, (("comm_size", args[0] * weight),), after))
+            out.append(_Op(i, "cp_kv", name, 0, deps, (("comm_size", args[0] * weight),), after, stages))
     return out
+
+
+def _stream_stage(g: Graph, resource: int) -> int:
+    """The stage of a per-stage stream ``s<k>.<kind>`` (-1 for a link stream ``pp<a>><b>``)."""
+    m = _STAGE_STREAM.match(g.resource_names[resource])
+    return int(m.group(1)) if m else -1
+
+
+def _stages(g: Graph, i: int, streams: list[int]) -> tuple[int, ...]:
+    """The stages a node belongs to: its rank, or (rank -1, a rendezvous) its streams' stages."""
+    if int(g.rank[i]) >= 0:
+        return (int(g.rank[i]),)
+    found = sorted({_stream_stage(g, x) for x in streams} - {-1})
+    if not found:
+        raise InputError(f"graph node {int(g.node_ids[i])}", g.names[i],
+                         "a node without a rank must sit on per-stage streams s<k>.*")
+    return tuple(found)
 
 
 def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_Op],
@@ -149,9 +185,12 @@ def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_O
         b.add_node(n + op.index, f"{op.name}_recv", NodeType.COMM_RECV_NODE, attrs={
             "is_cpu_op": False, "comm_size": size, "comm_src": src, "comm_tag": op.index})
         alias[op.index] = [n + op.index]
+    here = {op.index for op in stage_ops}
     for op in stage_ops:
-        deps = sorted({x for dep in op.deps for x in alias.get(dep, [dep])})
-        ctrl = [op.after] if op.after >= 0 and op.after not in deps else []
+        # a rendezvous node's deps on the other stages are the other members' business
+        deps = sorted({x for dep in op.deps if dep in here or dep in alias for x in alias.get(dep, [dep])})
+        prev = dict(op.after).get(s, -1)
+        ctrl = [prev] if prev >= 0 and prev not in deps else []
         attrs: dict[str, AttrValue] = {}
         a = dict(op.attrs)
         if op.kind == "comp":
@@ -162,8 +201,7 @@ def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_O
         attrs["comm_size"] = int(round(a["comm_size"]))
         if op.kind == "coll":
             attrs["comm_type"] = int(a["comm_type"])
-            kind = next(k for k in ("tp", "cp", "dp", "ep", "edp") if k in a)
-            gid = group_of.get((kind, r))
+            gid = group_of.get((op.group, r))
             if gid is None:  # a group of one: nothing to communicate
                 b.add_node(op.index, op.name, NodeType.COMP_NODE, data_deps=deps, ctrl_deps=ctrl)
                 continue
@@ -197,14 +235,16 @@ def transformer_to_traces(
         template_us: (U,) duration of each template in microseconds (compute templates).
     """
     lay = RankLayout(parallel.tp, parallel.cp, parallel.dp_size, parallel.pp, parallel.ep)
-    groups, group_of = lay.groups()
     ops = _ops(workload, template_us)
+    extra = sorted({op.group for op in ops if op.group.startswith("x")})
+    groups, group_of = lay.groups(extra)
     g = workload.graph
     stage = g.rank.astype(np.int64)
     by_stage: list[list[_Op]] = [[] for _ in range(lay.pp)]
     incoming: list[list[_Op]] = [[] for _ in range(lay.pp)]
     for op in ops:
-        by_stage[int(stage[op.index])].append(op)
+        for st in op.stages:
+            by_stage[st].append(op)
         if op.kind == "pp_send":
             dst = int(dict(op.attrs)["peer"])
             incoming[dst].append(_Op(op.index, op.kind, op.name, 0, (), op.attrs + (

@@ -92,7 +92,8 @@ def test_export_writes_what_simsweep_astra_runs(tmp_path: Path, capsys: pytest.C
     traces = read_traces(out)
     assert len(traces) == 16
     groups = json.loads(Path(f"{out}.comm_groups.json").read_text())
-    assert sorted(map(len, groups.values())) == [2] * 8 + [4] * 4  # tp pairs, dp quads
+    # tp pairs, tied-embedding pairs (first and last stage), dp quads
+    assert sorted(map(len, groups.values())) == [2] * 16 + [4] * 4
     capsys.readouterr()
     assert main(["astra", "--workload", out, "--system", f"{out}.system.json", "--network",
                  f"{out}.network.yml", "--comm-group", f"{out}.comm_groups.json"]) == 0
