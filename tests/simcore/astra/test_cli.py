@@ -122,3 +122,25 @@ def test_subprocess_exit_code_and_single_line(tmp_path: Path) -> None:
         timeout=110,
     )
     _assert_one_line_error(proc.returncode, proc.stderr, "npus_count", "> 1")
+
+
+@pytest.mark.parametrize(
+    ("attrs", "needles"),
+    [
+        ({"comm_type": 1, "comm_size": 64}, ("comm_type", "unsupported collective")),  # REDUCE
+        ({"comm_type": 0, "comm_size": 64, "pg_name": "7"}, ("pg_name", "no such group")),
+        ({"comm_type": 0, "comm_size": 64, "pg_name": "tp"}, ("pg_name", "group id")),
+    ],
+)
+def test_bad_collective_attributes(tmp_path: Path, capsys: pytest.CaptureFixture[str], attrs: dict,
+                                   needles: tuple[str, ...]) -> None:
+    prefix = write_workload(tmp_path, "w", [[{"id": 4, "type": 7, "attrs": attrs}]] * 8)
+    rc, _, err = _run(capsys, prefix, DATA / "Ring_4chunks.json", DATA / "Ring_8.yml")
+    _assert_one_line_error(rc, err, "node 4", *needles)
+
+
+def test_missing_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = _good(tmp_path)
+    Path(f"{prefix}.6.et").unlink()
+    rc, _, err = _run(capsys, prefix, DATA / "Ring_4chunks.json", DATA / "Ring_8.yml")
+    _assert_one_line_error(rc, err, "w.6.et")
