@@ -29,9 +29,7 @@ def _loss(cases: list[tuple], calib: CalibrationSpec, grid: np.ndarray) -> np.nd
 
     total = np.zeros(len(grid))
     for model, plan, system, measured in cases:
-        score_bytes = system.calibration.attention_score_bytes_per_elem
-        systems = [replace(system, calibration=replace(
-            calib, attention_score_bytes_per_elem=score_bytes, **{KEY: float(g)})) for g in grid]
+        systems = [replace(system, calibration=replace(calib, **{KEY: float(g)})) for g in grid]
         pred = simulate_batch(model, plan, systems).iteration_time_s
         total += np.log(pred / measured) ** 2
     return total / len(cases)
@@ -58,6 +56,6 @@ def fit_end_to_end(calibs: dict[str, CalibrationSpec], cases_csv: Path, measured
         lo, hi = max(0.3, best - 2 * step), min(1.0, best + 2 * step)
     rmsle = float(np.sqrt(loss.min()))
     out = {name: replace(c, **{KEY: round(best, 4)}) for name, c in calibs.items()}
-    log = [f"end to end over {len(cases)} public A100 cases (unfused attention, 13 B/score): "
+    log = [f"end to end over {len(cases)} public A100 cases (Megatron's unfused attention): "
            f"{KEY}={best:.4f}; rms log error {rmsle:.3f}; carried to H100/H800 (no data)"]
     return out, log

@@ -77,8 +77,8 @@ def cluster_for(gpu: str) -> dict[str, Any]:
     raise InputError("gpu", gpu, f"no conf/system cluster preset uses it (accelerators: {known})")
 
 
-#: HBM bytes per attention score of each attention implementation (CalibrationSpec docs)
-ATTENTION_SCORE_BYTES = {"flash": 0.0, "unfused": 13.0}
+#: attention implementations -> parallel.flash_attention
+ATTENTION_IMPLS = {"flash": True, "unfused": False}
 
 
 def build_case(row: dict[str, str], attention: str = "unfused") -> tuple[Any, Any, SystemSpec]:
@@ -95,16 +95,15 @@ def build_case(row: dict[str, str], attention: str = "unfused") -> tuple[Any, An
     gbps = float(_field(row, "scaleout_gbps_per_gpu"))
     system["scaleout"] = {**system.get("scaleout", {}), "bandwidth_GBps": gbps / 8.0, "size": 0}
     impl = (row.get("attention") or "").strip() or attention
-    if impl not in ATTENTION_SCORE_BYTES:
-        raise InputError("attention", impl, f"must be one of {', '.join(ATTENTION_SCORE_BYTES)}")
-    system["calibration"] = {**system.get("calibration", {}),
-                             "attention_score_bytes_per_elem": ATTENTION_SCORE_BYTES[impl]}
+    if impl not in ATTENTION_IMPLS:
+        raise InputError("attention", impl, f"must be one of {', '.join(ATTENTION_IMPLS)}")
     spec = system_from_dict(system)
     model_kwargs = {k: _field(row, k) for k in _MODEL_KEYS}
     if (row.get("mlp") or "").strip():
         model_kwargs["mlp"] = row["mlp"].strip()
     model = ModelSpec(name=_field(row, "case_id"), **model_kwargs)
-    plan = ParallelSpec(**{k: _field(row, k) for k in _PLAN_KEYS})
+    plan = ParallelSpec(**{k: _field(row, k) for k in _PLAN_KEYS},
+                        flash_attention=ATTENTION_IMPLS[impl])
     return model, plan, spec
 
 
@@ -198,7 +197,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cases", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--measured", type=Path, default=None)
-    parser.add_argument("--attention", choices=sorted(ATTENTION_SCORE_BYTES), default="unfused",
+    parser.add_argument("--attention", choices=sorted(ATTENTION_IMPLS), default="unfused",
                         help="attention implementation of the runs (default unfused: the "
                              "published Megatron-LM runs of 2021-22 predate FlashAttention)")
     args = parser.parse_args(argv)

@@ -14,10 +14,9 @@ Model (DESIGN.md, "Two fidelity modes", calibrated mode):
 * **Attention** (flash-attention style fused core ``softmax(QK^T) V``): ``4 * bh * s_q * s_kv * d``
   FLOPs (half when causal), at ``attention_efficiency_max * s_kv / (s_kv + attention_half_seq)
   * d / (d + gemm_half_dim)`` of peak: short sequences and narrow heads cannot fill the tensor
-  cores (same quantization argument as the GEMM). An unfused implementation (Megatron-LM
-  before FlashAttention) also streams the ``s_q x s_kv`` score matrix through HBM several
-  times: ``attention_score_bytes_per_elem`` bytes per score (always the full square: the
-  unfused kernels mask, they do not skip) over ``hbm_bw * hbm_efficiency``.
+  cores (same quantization argument as the GEMM). Megatron's unfused core is not this kernel:
+  the generator emits it as batched GEMMs plus memory-bound softmax / dropout
+  (``parallel.flash_attention = false``).
 * **Memory-bound kernels** (layer norm, softmax, GELU, dropout, bias, optimizer step): bytes
   read + written over ``hbm_bw * hbm_efficiency``, plus the kernel overhead.
 
@@ -116,8 +115,6 @@ def attention_time_s(
         * _quantization(d, _row(sb.calib["gemm_half_dim"]))
     )
     t = flops / (_row(sb.peak(precision)) * eff)
-    scores = _col(batch_heads) * _col(seq_q) * s_kv * _row(sb.calib["attention_score_bytes_per_elem"])
-    t = t + scores / _row(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
     return np.asarray(t + _row(sb.calib["kernel_overhead_us"]) * 1e-6)
 
 

@@ -14,7 +14,8 @@ Model and sources:
 * **Activations per layer and micro-batch** (Korthikanti et al. 2022 §4, 2-byte activations,
   ``sbh = (s/cp) * b * h``): ``sbh (10 + 24/t + 5as/(ht))`` with tensor parallelism,
   ``sbh (34/t + 5as/(ht))`` with sequence parallelism; selective recompute drops the attention
-  core ``5as/(ht)``; full recompute keeps only the layer input ``2 sbh`` (``/ t`` with sequence
+  core ``5as/(ht)``, and so does a fused flash-attention core (``parallel.flash_attention``:
+  it keeps only its output and the softmax statistics); full recompute keeps only the layer input ``2 sbh`` (``/ t`` with sequence
   parallelism) plus, transiently, one layer's activations while it is recomputed
   (``recompute_workspace``). The 24 generalizes to ``4 + 4 kv/a + 2 mlp_outputs ffn/h``
   (GQA, ``ffn != 4h``, SwiGLU); MoE layers keep ``top_k`` copies of the MLP activations.
@@ -73,6 +74,7 @@ class ParallelLike(Protocol):
     micro_batch: int
     global_batch: int
     sequence_parallel: bool
+    flash_attention: bool
     recompute: str
     zero_stage: int
     precision: str
@@ -116,7 +118,7 @@ def _layer_activation_bytes(model: ModelLike, par: ParallelLike) -> tuple[float,
         full = sbh * (replicated + (sharded + core) / t)
     if par.recompute == "full":
         return 2.0 * sbh / (t if par.sequence_parallel else 1), full
-    if par.recompute == "selective":
+    if par.recompute == "selective" or par.flash_attention:
         return full - sbh * core / t, full
     return full, full
 

@@ -130,10 +130,6 @@ class CalibrationSpec:
             contention); fitted end to end; 1 = microbenchmark speed.
         attention_efficiency_max: fraction of peak a long-sequence flash-attention kernel reaches.
         attention_half_seq: sequence length at which attention efficiency halves.
-        attention_score_bytes_per_elem: HBM bytes moved per attention-score element outside the
-            attention GEMMs: 0 for a fused (flash) kernel; 13 for Megatron's unfused
-            baddbmm -> scale-mask-softmax -> dropout -> bmm in 16 bit (write 2, softmax 2 + 2,
-            dropout 2 + 2 + mask 1, read 2).
         hbm_efficiency: achievable fraction of HBM bandwidth for memory-bound kernels.
         kernel_overhead_us: fixed time per kernel (launch, tail), microseconds.
         scaleup_efficiency: achievable bus bandwidth / scale-up line rate (NCCL, large messages).
@@ -154,7 +150,6 @@ class CalibrationSpec:
     sustained_compute_fraction: float = 1.0
     attention_efficiency_max: float = 0.6
     attention_half_seq: float = 512.0
-    attention_score_bytes_per_elem: float = 0.0
     hbm_efficiency: float = 0.8
     kernel_overhead_us: float = 4.0
     scaleup_efficiency: float = 0.77

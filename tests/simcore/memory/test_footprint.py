@@ -58,6 +58,7 @@ class Plan:
     cp: int = 1
     ep: int = 1
     sequence_parallel: bool = False
+    flash_attention: bool = False  # Korthikanti et al. measured Megatron's unfused core
     recompute: str = "none"
     zero_stage: int = 0
     precision: str = "fp16"
@@ -138,3 +139,10 @@ def test_check_memory_masks_systems_that_do_not_fit() -> None:
     assert fits.tolist() == [False, True]
     assert peak[0] == peak[1] > 100
     assert reasons[0].startswith("out of memory: stage 0") and reasons[1] == ""
+
+
+def test_flash_attention_stores_no_attention_scores() -> None:
+    model, plan, _, _, _ = CASES["22b"]
+    flash = footprint_bytes(model, replace(plan, flash_attention=True), 0)["activations"]
+    selective = footprint_bytes(model, replace(plan, recompute="selective"), 0)["activations"]
+    assert flash == selective

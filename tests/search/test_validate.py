@@ -1,0 +1,86 @@
+"""``simsweep validate`` on the public cases: MAPE, pair directions, bad rows never fatal.
+
+Measured iteration times are the published numbers in shared/validation/public_measured.csv
+(golden data from the papers, not our output).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from search.commands import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = next((p / "shared" / "validation" for p in (ROOT.parent, ROOT.parent.parent)
+               if (p / "shared" / "validation").is_dir()), ROOT.parent / "shared" / "validation")
+CASES = SHARED / "public_cases.csv"
+MEASURED = SHARED / "public_measured.csv"
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# the public run builds ~20 pipeline graphs up to 64 stages x 512 micro-batches (about a minute
+# of CPU), hence slow
+
+
+@pytest.fixture(scope="module")
+def predictions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    out = tmp_path_factory.mktemp("validate") / "pred.csv"
+    assert validate.main(["--cases", str(CASES), "--out", str(out)]) == 0
+    return {r["case_id"]: r for r in _read(out)}
+
+
+@pytest.mark.slow
+def test_every_case_predicted_and_mape_within_10pct(predictions: dict[str, dict[str, str]]) -> None:
+    measured = {r["case_id"]: float(r["iter_time_s"]) for r in _read(MEASURED)}
+    assert set(predictions) == set(measured)
+    errors = []
+    for cid, meas in measured.items():
+        row = predictions[cid]
+        assert row["status"] == "ok", row
+        assert list(row) == list(validate.OUT_COLUMNS)
+        errors.append(abs(float(row["iter_time_s"]) - meas) / meas)
+    assert sum(errors) / len(errors) <= 0.10
+    assert max(errors) <= 0.20
+
+
+@pytest.mark.slow
+def test_full_recompute_vs_sp_selective_pairs(predictions: dict[str, dict[str, str]]) -> None:
+    measured = {r["case_id"]: float(r["iter_time_s"]) for r in _read(MEASURED)}
+    for size in ("22b", "175b", "530b", "1t"):
+        full, sel = f"korthikanti22_{size}_full", f"korthikanti22_{size}_sp_selective"
+        want = measured[full] / measured[sel]
+        got = float(predictions[full]["iter_time_s"]) / float(predictions[sel]["iter_time_s"])
+        assert got > 1.0
+        assert got == pytest.approx(want, rel=0.08)
+
+
+def test_bad_rows_are_reported_not_fatal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _read(CASES)[:1]
+    good = dict(rows[0])
+    bad_gpu = {**good, "case_id": "bad_gpu", "gpu": "tpu_v9"}
+    bad_tp = {**good, "case_id": "bad_tp", "tp": "three"}
+    bad_split = {**good, "case_id": "bad_split", "num_gpus": "48"}
+    cases = tmp_path / "my_cases.csv"
+    with cases.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(good))
+        writer.writeheader()
+        writer.writerows([bad_gpu, good, bad_tp, bad_split])
+    out = tmp_path / "pred.csv"
+    assert validate.main(["--cases", str(cases), "--out", str(out)]) == 0
+    pred = {r["case_id"]: r for r in _read(out)}
+    assert pred[good["case_id"]]["status"] == "ok"
+    assert pred["bad_gpu"]["status"] == "error" and "gpu='tpu_v9'" in pred["bad_gpu"]["error"]
+    assert pred["bad_tp"]["status"] == "error" and "tp='three'" in pred["bad_tp"]["error"]
+    assert pred["bad_split"]["status"] in ("error", "infeasible") and pred["bad_split"]["error"]
+
+
+def test_spearman_ranks() -> None:
+    assert validate.spearman([1.0, 2.0, 3.0], [10.0, 20.0, 30.0]) == pytest.approx(1.0)
+    assert validate.spearman([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
