@@ -49,6 +49,7 @@ class SweepOutcome:
     batches_per_node: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     plan_s: float = 0.0
+    eval_s: float = 0.0  # from the first batch submitted to the last result received
     write_s: float = 0.0
     log_s: float = 0.0
     parent_run_id: str | None = None
@@ -142,6 +143,7 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
     pool = WorkerPool(int(rc.num_workers), int(rc.inflight_per_worker), int(rc.max_batch_retries))
     try:
         pool.wait_ready()
+        t_eval = time.perf_counter()
         bar = _progress(cfg, plan.num_points - outcome.skipped)
         batches = iter_batches(plan, int(cfg.sweep.batch_size), done, cost_spec(cfg))
         for res in pool.imap_unordered(batches):
@@ -158,6 +160,7 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
                 on_batch(res)
         if bar is not None:
             bar.close()
+        outcome.eval_s = time.perf_counter() - t_eval
     finally:
         store.flush()
         outcome.retries = pool.retries

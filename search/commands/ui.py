@@ -1,12 +1,13 @@
 """``simsweep ui [--host H] [--port P] [--uri URI]``: the MLflow UI on the local tracking store.
 
 Serves ``<repo or cwd>/.simsweep/mlflow.db`` (the default store of ``simsweep sweep``) with its
-artifacts, on 127.0.0.1:5000 unless told otherwise. Runs in the foreground; Ctrl-C stops it.
+artifacts, on 127.0.0.1:5000 unless told otherwise. The process becomes the MLflow server (exec);
+Ctrl-C stops it.
 """
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 
 __all__ = ["main", "ui_command"]
@@ -39,7 +40,5 @@ def main(argv: list[str]) -> int:
     cmd = ui_command(argv)
     print(f"MLflow UI on http://{cmd[cmd.index('--host') + 1]}:{cmd[cmd.index('--port') + 1]} "
           f"(store {cmd[cmd.index('--backend-store-uri') + 1]}); Ctrl-C to stop", flush=True)
-    try:
-        return subprocess.call(cmd)
-    except KeyboardInterrupt:
-        return 0
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)  # become the MLflow server: signals reach it directly
