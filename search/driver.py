@@ -128,8 +128,6 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
               on_batch: Callable[[BatchOutput], None] | None = None) -> SweepOutcome:
     """Evaluate every point of ``plan`` not yet on disk; publish; return the outcome."""
     from search.finish import finish_sweep, start_tracking
-    from search.tables import batch_frame
-    from search.workers import WorkerPool, init_ray
 
     t0 = time.perf_counter()
     out, manifest = prepare_output(plan, cfg)
@@ -137,6 +135,33 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
     done = store.done_ids()
     outcome = SweepOutcome(out, plan.num_points, skipped=int(np.unique(done).shape[0]))
     track = start_tracking(cfg, manifest, out, plan.num_points, [a.key for a in plan.axes], outcome)
+    if outcome.skipped < plan.num_points:
+        _evaluate(plan, cfg, done, store, track, outcome, on_batch)
+    else:
+        store.flush()
+    finish_sweep(cfg, out, manifest, store, track, outcome)
+    outcome.write_s = store.write_s
+    outcome.wall_s = time.perf_counter() - t0
+    return outcome
+
+
+def cost_spec(cfg: DictConfig) -> Any:
+    """The cluster cost spec of ``search.cost`` (None when the config has none)."""
+    node = OmegaConf.select(cfg, "search.cost")
+    if node is None:
+        return None
+    from search.objectives import cost_spec_from
+
+    return cost_spec_from(OmegaConf.to_container(node, resolve=True))  # type: ignore[arg-type]
+
+
+def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: ResultsStore,
+              track: Any, outcome: SweepOutcome,
+              on_batch: Callable[[BatchOutput], None] | None) -> None:
+    """Run the remaining batches on the Ray pool; append each result to disk and MLflow."""
+    from search.tables import batch_frame
+    from search.workers import WorkerPool, init_ray
+
     rc = cfg.ray
     started = init_ray(rc.address, rc.num_cpus or rc.num_workers, str(rc.temp_dir),
                        rc.ship_project, dict(rc.env_vars))
@@ -170,20 +195,6 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
             import ray
 
             ray.shutdown()
-    finish_sweep(cfg, out, manifest, store, track, outcome)
-    outcome.write_s = store.write_s
-    outcome.wall_s = time.perf_counter() - t0
-    return outcome
-
-
-def cost_spec(cfg: DictConfig) -> Any:
-    """The cluster cost spec of ``search.cost`` (None when the config has none)."""
-    node = OmegaConf.select(cfg, "search.cost")
-    if node is None:
-        return None
-    from search.objectives import cost_spec_from
-
-    return cost_spec_from(OmegaConf.to_container(node, resolve=True))  # type: ignore[arg-type]
 
 
 def _progress(cfg: DictConfig, total: int) -> Any:

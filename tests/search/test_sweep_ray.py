@@ -54,6 +54,12 @@ def test_sweep_lands_every_point_in_parquet_and_mlflow(ray_local, plan_for, tmp_
     names = {a.path for a in client.list_artifacts(outcome.parent_run_id)}
     assert {"results.parquet", "config.yaml", "plots"} <= names
 
+    again = plan_for(*AXES, "sweep.name=t256", f"sweep.output_dir={tmp_path / 'out'}",
+                     f"tracking.uri={uri}", "sweep.resume=true")
+    redo = run_sweep(again, again.base_cfg)  # all on disk: no work, no new runs
+    assert (redo.computed, redo.skipped, redo.parent_run_id) == (0, 256, outcome.parent_run_id)
+    assert len(client.search_runs([exp.experiment_id], max_results=2000)) == 257
+
 
 def test_table_values_equal_a_fresh_single_point_evaluation(ray_local, plan_for, tmp_path):
     from search.build import build_specs
