@@ -44,7 +44,7 @@ def fit_end_to_end(calibs: dict[str, CalibrationSpec], cases_csv: Path, measured
         rows = [r for r in csv.DictReader(fh) if r["case_id"] in measured]
     cases = []
     for row in rows:
-        model, plan, system = build_case(row, "unfused")
+        model, plan, system = build_case(row, "auto")
         cases.append((model, plan, system, measured[row["case_id"]]))
     base = calibs["a100"]
     lo, hi = 0.5, 1.0

@@ -77,15 +77,33 @@ def cluster_for(gpu: str) -> dict[str, Any]:
     raise InputError("gpu", gpu, f"no conf/system cluster preset uses it (accelerators: {known})")
 
 
-#: attention implementations -> parallel.flash_attention
+#: attention implementations -> parallel.flash_attention ("auto" is resolved per case)
 ATTENTION_IMPLS = {"flash": True, "unfused": False}
+#: accelerators whose published training stacks all run a fused (flash) attention core
+#: (FlashAttention / cuDNN fused attention appeared in 2022-23, with the H100 generation)
+FLASH_ERA_GPUS = frozenset({"h100_80g", "h800_80g", "h200_141g", "b200", "mi300x"})
 
 
-def build_case(row: dict[str, str], attention: str = "unfused") -> tuple[Any, Any, SystemSpec]:
+def attention_impl(row: dict[str, str], attention: str) -> str:
+    """The attention implementation of a case: the row's ``attention`` column, else
+    ``attention``; ``auto`` = ``flash`` on H100-generation accelerators, with GQA or fp8
+    (all post-FlashAttention stacks), else Megatron-LM's ``unfused`` core (2021-22 runs)."""
+    impl = (row.get("attention") or "").strip() or attention
+    if impl == "auto":
+        heads, kv = _field(row, "num_heads"), (row.get("num_kv_heads") or "").strip()
+        modern = (_field(row, "gpu") in FLASH_ERA_GPUS or _field(row, "precision") == "fp8"
+                  or (kv != "" and int(kv) < heads))
+        impl = "flash" if modern else "unfused"
+    if impl not in ATTENTION_IMPLS:
+        raise InputError("attention", impl, f"must be auto or one of {', '.join(ATTENTION_IMPLS)}")
+    return impl
+
+
+def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, SystemSpec]:
     """(ModelSpec, ParallelSpec, SystemSpec) of one case row.
 
-    ``attention`` (``unfused`` / ``flash``) is the attention implementation of the software
-    stack; an ``attention`` column of the row, when present, takes precedence.
+    ``attention`` (``auto`` / ``unfused`` / ``flash``) is the attention implementation of the
+    software stack (see :func:`attention_impl`).
     """
     from simcore.specs.model import ModelSpec
     from simcore.specs.parallel import ParallelSpec
@@ -94,9 +112,7 @@ def build_case(row: dict[str, str], attention: str = "unfused") -> tuple[Any, An
     system.update(num_gpus=_field(row, "num_gpus"), gpus_per_node=_field(row, "gpus_per_node"))
     gbps = float(_field(row, "scaleout_gbps_per_gpu"))
     system["scaleout"] = {**system.get("scaleout", {}), "bandwidth_GBps": gbps / 8.0, "size": 0}
-    impl = (row.get("attention") or "").strip() or attention
-    if impl not in ATTENTION_IMPLS:
-        raise InputError("attention", impl, f"must be one of {', '.join(ATTENTION_IMPLS)}")
+    impl = attention_impl(row, attention)
     spec = system_from_dict(system)
     model_kwargs = {k: _field(row, k) for k in _MODEL_KEYS}
     if (row.get("mlp") or "").strip():
@@ -107,7 +123,7 @@ def build_case(row: dict[str, str], attention: str = "unfused") -> tuple[Any, An
     return model, plan, spec
 
 
-def predict(row: dict[str, str], attention: str = "unfused") -> dict[str, Any]:
+def predict(row: dict[str, str], attention: str = "auto") -> dict[str, Any]:
     """One prediction row (never raises for a bad case: status/error say what went wrong)."""
     from simcore.api import simulate_batch
 
@@ -197,9 +213,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cases", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--measured", type=Path, default=None)
-    parser.add_argument("--attention", choices=sorted(ATTENTION_IMPLS), default="unfused",
-                        help="attention implementation of the runs (default unfused: the "
-                             "published Megatron-LM runs of 2021-22 predate FlashAttention)")
+    parser.add_argument("--attention", choices=["auto", *sorted(ATTENTION_IMPLS)], default="auto",
+                        help="attention implementation of the runs (auto: flash on H100-era "
+                             "GPUs, GQA or fp8; else Megatron-LM's unfused core of 2021-22)")
     args = parser.parse_args(argv)
     cases = _read_csv(args.cases)
     preds = [predict(row, args.attention) for row in cases]

@@ -84,3 +84,13 @@ def test_bad_rows_are_reported_not_fatal(tmp_path: Path, capsys: pytest.CaptureF
 def test_spearman_ranks() -> None:
     assert validate.spearman([1.0, 2.0, 3.0], [10.0, 20.0, 30.0]) == pytest.approx(1.0)
     assert validate.spearman([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+
+
+def test_attention_auto_follows_the_software_era() -> None:
+    row = _read(CASES)[0]  # A100, MHA, fp16 (Megatron-LM 2021)
+    assert validate.attention_impl(row, "auto") == "unfused"
+    assert validate.attention_impl({**row, "gpu": "h100_80g"}, "auto") == "flash"
+    assert validate.attention_impl({**row, "num_kv_heads": "8"}, "auto") == "flash"
+    assert validate.attention_impl({**row, "attention": "unfused", "gpu": "h100_80g"},
+                                   "auto") == "unfused"
+    assert validate.attention_impl(row, "flash") == "flash"
