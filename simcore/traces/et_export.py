@@ -17,8 +17,8 @@ graph attr          ET
 ``tag``             ``comm_tag`` (SEND / RECV; default 0)
 ``priority``        ``comm_priority``
 =================  =============================================================
-Every communication node gets ``is_cpu_op = false`` (the feeders' default for it differed by
-version, bug #172). A dependency must name a node of the same rank: ranks talk only through
+Every compute and communication node gets ``is_cpu_op = false`` (the feeders' default for it
+differed by version, bug #172). A dependency must name a node of the same rank: ranks talk only through
 SEND/RECV pairs. Node ids are the graph's ``node_ids``.
 """
 
@@ -50,8 +50,8 @@ def _attrs(graph: Graph, i: int, kind: int) -> dict[str, AttrValue]:
         return int(round(float(graph.attrs[name][i])))
 
     out: dict[str, AttrValue] = {}
-    if kind in _COMM:
-        out["is_cpu_op"] = False
+    if kind in _COMM or kind == NodeKind.COMPUTE:
+        out["is_cpu_op"] = False  # a GPU kernel / GPU communication, whatever the feeder default
     if kind == NodeKind.COMPUTE:
         if has("flops"):
             out["num_ops"] = val("flops")

@@ -4,8 +4,8 @@ The generator (:mod:`simcore.workload.transformer`) builds one representative ra
 stage; every rank of that stage runs the same program (its symmetry argument). Here each real
 rank ``r = t + tp*(c + cp*(d + dp*s))`` (tp fastest, then cp, dp, pp: the layout of
 :func:`simcore.workload.placement.group_spans`) gets its stage's nodes, in program order, as:
-- a compute template -> COMP with ``duration_micros`` = the template's duration (rounded to
-  1 us, the ET's unit), e.g. from the calibrated models of the direct simulation;
+- a compute template -> COMP (``is_cpu_op`` false) with ``duration_micros`` = the template's
+  duration (rounded to 1 us, the ET's unit), e.g. from the direct simulation's models;
 - a ``coll`` kernel (tp / cp / dp / ep / edp collectives) -> COMM_COLL with ``comm_type``,
   ``comm_size`` = bytes x weight, and ``pg_name`` = the id of this rank's group of that kind
   in ``comm_groups`` (reference §2.4: ASTRA-sim selects the group by ``pg_name``);
@@ -41,6 +41,7 @@ from simcore.workload.transformer import TransformerWorkload
 __all__ = ["RankLayout", "transformer_to_traces"]
 
 _KINDS = ("tp", "dp", "pp", "cp", "ep")
+_GPU: dict[str, AttrValue] = {"is_cpu_op": False}  # a GPU kernel, whatever the feeder's default
 _STAGE_STREAM = re.compile(r"s(\d+)\.")  # template kind index -> comm kind (engine COMM_KINDS)
 
 
@@ -195,7 +196,7 @@ def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_O
         a = dict(op.attrs)
         if op.kind == "comp":
             b.add_node(op.index, op.name, NodeType.COMP_NODE, data_deps=deps, ctrl_deps=ctrl,
-                       duration_micros=op.micros)
+                       duration_micros=op.micros, attrs=_GPU)
             continue
         attrs["is_cpu_op"] = False
         attrs["comm_size"] = int(round(a["comm_size"]))
@@ -203,7 +204,8 @@ def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_O
             attrs["comm_type"] = int(a["comm_type"])
             gid = group_of.get((op.group, r))
             if gid is None:  # a group of one: nothing to communicate
-                b.add_node(op.index, op.name, NodeType.COMP_NODE, data_deps=deps, ctrl_deps=ctrl)
+                b.add_node(op.index, op.name, NodeType.COMP_NODE, data_deps=deps, ctrl_deps=ctrl,
+                           attrs=_GPU)
                 continue
             attrs["pg_name"] = str(gid)
             b.add_node(op.index, op.name, NodeType.COMM_COLL_NODE, data_deps=deps, ctrl_deps=ctrl,
