@@ -8,7 +8,10 @@ rank ``r = t + tp*(c + cp*(d + dp*s))`` (tp fastest, then cp, dp, pp: the layout
   duration (rounded to 1 us, the ET's unit), e.g. from the direct simulation's models;
 - a ``coll`` kernel (tp / cp / dp / ep / edp collectives) -> COMM_COLL with ``comm_type``,
   ``comm_size`` = bytes x weight, and ``pg_name`` = the id of this rank's group of that kind
-  in ``comm_groups`` (reference §2.4: ASTRA-sim selects the group by ``pg_name``);
+  in ``comm_groups`` (reference §2.4: ASTRA-sim selects the group by ``pg_name``); the tied
+  embedding all-reduce (``embedding_tied_*``, one half on the first and one on the last stage,
+  or one node without a rank on both stages' streams) uses the group of the same (t, c, d) on
+  those stages;
 - a pipeline send (a ``p2p`` node on a ``pp{a}>{b}`` stream) -> COMM_SEND on the sending rank
   and COMM_RECV on the rank of stage b with the same (t, c, d); the consumers depend on the
   RECV. The tag is the send node's index, unique per send;
@@ -142,8 +145,10 @@ def _ops(w: TransformerWorkload, template_us: NDArray[np.float64]) -> list[_Op]:
         (kid, weight), = parts
         cost, args = ops.kernels[kid]
         if cost == "coll":
-            if len(stages) > 1:
+            if len(stages) > 1:  # one rendezvous node on several stages
                 group = "x" + ",".join(map(str, stages))
+            elif ops.template_names[t].startswith("embedding_tied"):  # each end carries its half
+                group = f"x0,{w.num_stages - 1}"
             else:
                 group = "edp" if ops.template_names[t].startswith("edp") else _KINDS[kind_idx]
             out.append(_Op(i, "coll", name, 0, deps, (("comm_type", args[0]),

@@ -96,6 +96,11 @@ def test_exported_3d_llm_reimports_with_the_direct_iteration_time(tmp_path: Path
     assert len(traces) == 8 and (par.tp, par.pp, par.dp_size * par.cp) == (2, 2, 2)
     write_traces(tmp_path / "w", [traces[r] for r in range(8)])
     write_comm_groups(tmp_path / "g.json", groups)
+    # Megatron's tied embedding: rank 0 (first stage) all-reduces with the last stage's rank
+    # of the same (tp, cp, dp) coordinates: t + tp (c + cp (d + dp s)) = 4 for s = 1 (cp*dp = 2)
+    tied = [i for i, name in enumerate(traces[0].names) if name.startswith("embedding_tied")]
+    assert tied
+    assert {groups[int(traces[0].str_attr("pg_name").value(i) or 0)] for i in tied} == {(0, 4)}
     results = simulate_astra(
         read_programs(tmp_path / "w"), read_system(DATA / "astra" / "zero_cost.json"),
         read_network(DATA / "astra" / "zero_cost_FullyConnected_8.yml"), "unaware",
