@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.engine._chains import chains as _chains
+from simcore.engine._chains import predecessors as _predecessors
 from simcore.engine._levels import find_cycle, levelize
 from simcore.errors import InputError
 from simcore.workload.graph import Graph
@@ -129,62 +131,6 @@ class ScheduleResult:
         if self.finish.shape[0] == 0:
             return np.zeros(self.finish.shape[1])
         return np.asarray(self.finish.max(axis=0))
-
-
-def _predecessors(graph: Graph) -> tuple[IntArray, IntArray]:
-    """CSR of dependencies plus, per resource, the previous node in issue order."""
-    n = graph.num_nodes
-    res_counts = np.diff(graph.res_ptr)
-    owner = np.repeat(np.arange(n, dtype=np.int64), res_counts)
-    res = graph.res_idx
-    order = np.lexsort((owner, res))  # by resource, then issue order (= node index)
-    res_sorted, owner_sorted = res[order], owner[order]
-    same = res_sorted[1:] == res_sorted[:-1]
-    dep_dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
-    dst = np.concatenate([dep_dst, owner_sorted[1:][same]])
-    src = np.concatenate([graph.dep_idx, owner_sorted[:-1][same]])
-    key = np.unique(dst * max(n, 1) + src)  # drop duplicate edges
-    dst, src = key // max(n, 1), key % max(n, 1)
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
-    return ptr, src.astype(np.int64)
-
-
-def _stream_signature(graph: Graph) -> IntArray:
-    """Per node: its single resource id, -1 with none, a unique negative id with several."""
-    n = graph.num_nodes
-    counts = np.diff(graph.res_ptr)
-    sig = np.full(n, -1, dtype=np.int64)
-    one = counts == 1
-    sig[one] = graph.res_idx[graph.res_ptr[:-1][one]]
-    many = counts > 1
-    sig[many] = -2 - np.flatnonzero(many)
-    return sig
-
-
-def _chains(graph: Graph, ptr: IntArray, idx: IntArray) -> tuple[IntArray, IntArray] | None:
-    """(head, position) of every node; None if the links contain a cycle."""
-    n = graph.num_nodes
-    indeg = np.diff(ptr)
-    sig = _stream_signature(graph)
-    cand = np.flatnonzero(indeg == 1)
-    u = idx[ptr[cand]]
-    ok = (sig[cand] == sig[u]) & (sig[cand] >= -1)
-    cand, u = cand[ok], u[ok]
-    first = np.unique(u, return_index=True)[1]  # one continuation per node: the earliest
-    prev = np.full(n, -1, dtype=np.int64)
-    prev[cand[first]] = u[first]
-    anc = np.where(prev >= 0, prev, np.arange(n))
-    dist = (prev >= 0).astype(np.int64)
-    for _ in range(max(1, int(np.ceil(np.log2(max(n, 2))))) + 1):
-        dist = dist + dist[anc] * (anc != np.arange(n))
-        anc_next = anc[anc]
-        if np.array_equal(anc_next, anc):
-            break
-        anc = anc_next
-    if np.any(prev[anc] >= 0):
-        return None
-    return anc, dist
 
 
 def compile_plan(graph: Graph) -> SchedulePlan:

@@ -23,20 +23,19 @@ before its forward and its backward in every micro-batch (one layer ahead when o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
+from simcore.workload.emitter import TP_OVERLAP_CHUNKS, Emitter
 from simcore.workload.graph import CommType, Graph, GraphBuilder, NodeKind
-from simcore.workload.layers import LayerOps, Step, build_layer_ops
-from simcore.workload.ops import COMPUTE, OpTable
+from simcore.workload.layers import LayerOps, build_layer_ops
+from simcore.workload.ops import OpTable
 from simcore.workload.pipeline import PipeOp, stage_program
 from simcore.workload.placement import GroupSpan, group_spans
 
 __all__ = ["TP_OVERLAP_CHUNKS", "TransformerWorkload", "build_transformer"]
 
-TP_OVERLAP_CHUNKS = 4
 _DP, _PP = 1, 2
 _GRAD_BYTES = 2.0  # gradients reduced in 16-bit (Megatron default, grad_reduce_in_fp32 off)
 _PARAM_BYTES = 2.0
@@ -61,80 +60,6 @@ class TransformerWorkload:
     in_flight: tuple[int, ...]
     layers_per_chunk: int
     dp_overlap: bool = True
-
-
-class _Emitter:
-    """Adds nodes of one stage in program order; tracks the last compute node."""
-
-    def __init__(self, b: GraphBuilder, stage: int, chunks: int, ops: OpTable) -> None:
-        self.b, self.stage, self.ops, self.chunks = b, stage, ops, chunks
-        self.compute = f"s{stage}.compute"
-        self.last: int | None = None  # last node on the compute stream
-        self.marks: list[int | None] = []  # last compute node at each layer boundary
-
-    def node(self, tmpl: int, stream: str, deps: Sequence[int], name: str) -> int:
-        kind = NodeKind.COMPUTE if self.ops.template_kind[tmpl] == COMPUTE else NodeKind.COLLECTIVE
-        return self.b.add(kind, resources=[stream], deps=list(deps), rank=self.stage, name=name,
-                          template=tmpl, stage=self.stage)
-
-    def comp(self, tmpl: int, deps: Sequence[int] = ()) -> int:
-        self.last = self.node(tmpl, self.compute, deps, self.ops.template_names[tmpl])
-        return self.last
-
-    def steps(self, steps: Sequence[Step], overlap_tp: bool, deps: Sequence[int] = ()) -> None:
-        """Emit ``steps``; the first node also waits for ``deps``.
-
-        With ``overlap_tp`` every compute step and TP collective is cut into
-        ``TP_OVERLAP_CHUNKS`` pieces pipelined across the compute and tp streams: piece j of a
-        step waits for piece j of the step before it (Megatron's TP communication overlap:
-        a GEMM chunk runs while the previous chunk's all-gather / reduce-scatter is in flight).
-        The attention core is not cut: it waits for every piece before it.
-        """
-        pending = list(deps)
-        pieces: list[int] = []  # piece ids of the previous step when it was cut
-        for step in steps:
-            if overlap_tp and step[0] in ("tp", "c"):
-                pieces = self._pieces(step[0], step[1], pieces, pending)
-                pending = []
-                continue
-            pending += pieces
-            pieces = []
-            if step[0] == "attn":
-                self._attention(step[1], step[2], step[3], pending)
-            else:
-                self.comp(step[1], pending)
-            pending = []
-        if pieces:
-            self.comp(self.ops.template("sync", []), pieces)
-
-    def _pieces(self, kind: str, tmpl: int, prev: list[int], pending: list[int]) -> list[int]:
-        """``TP_OVERLAP_CHUNKS`` pieces of a compute step or a TP collective."""
-        n = TP_OVERLAP_CHUNKS
-        piece = self.ops.scaled(tmpl, 1.0 / n, f"/{n}")
-        out = []
-        for j in range(n):
-            deps = ([prev[j]] if prev else []) + (pending if j == 0 else [])
-            if kind == "c":
-                out.append(self.comp(piece, deps))
-            else:
-                if not prev and self.last is not None:
-                    deps.append(self.last)
-                out.append(self.node(piece, f"s{self.stage}.tp", deps, "tp_chunk"))
-        return out
-
-    def _attention(self, core: int, kv: int, n: int, pending: list[int]) -> None:
-        if n == 1:
-            self.comp(core, pending)
-            return
-        chunk = self.ops.scaled(core, 1.0 / n, f"/{n}")
-        sends = []
-        src = self.last
-        for _ in range(n - 1):
-            deps = [src] if src is not None else []
-            sends.append(self.node(kv, f"s{self.stage}.cp", deps + pending, "cp_kv"))
-        self.comp(chunk, pending)
-        for j in range(1, n):
-            self.comp(chunk, [sends[j - 1]])
 
 
 _SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
@@ -196,7 +121,7 @@ class _Generator:
     def stage(self, s: int) -> int:
         """Emit stage ``s``; returns the most micro-batch chunks alive at once."""
         p = self.par
-        e = _Emitter(self.b, s, p.vp, self.ops)
+        e = Emitter(self.b, s, p.vp, self.ops)
         dp_stream = f"s{s}.dp"
         zero, overlap = p.zero_stage, p.dp_overlap
         self.gathers: dict[tuple[int, int], int] = {}
@@ -238,7 +163,7 @@ class _Generator:
                 self._dp_nodes(e, dp_stream, self.gather_tmpl, [opt])
         return peak
 
-    def _tied_embedding(self, e: _Emitter) -> int:
+    def _tied_embedding(self, e: Emitter) -> int:
         """Megatron's tied word embedding: the first and the last stage all-reduce its
         gradient (a group of 2) before the step. Each stage issues it on its own embedding
         stream once its backward is done; both sides are symmetric, so each representative
@@ -250,13 +175,13 @@ class _Generator:
         reduce_now = self.par.zero_stage >= 2 or op.micro_batch == self.m - 1
         return self.lpc if reduce_now else 0
 
-    def _dp_nodes(self, e: _Emitter, stream: str, tmpls: list[int], deps: list[int]) -> int:
+    def _dp_nodes(self, e: Emitter, stream: str, tmpls: list[int], deps: list[int]) -> int:
         last = -1
         for t in tmpls:
             last = e.node(t, stream, deps, self.ops.template_names[t])
         return last
 
-    def _forward(self, e: _Emitter, op: PipeOp, v: int, dp: str) -> None:
+    def _forward(self, e: Emitter, op: PipeOp, v: int, dp: str) -> None:
         lo = self.lops
         deps = [self.send_id(True, op.micro_batch, v - 1)] if v > 0 else []
         if v == 0:
@@ -276,7 +201,7 @@ class _Generator:
         if v < self.V - 1:
             self._send(e, self.send_id(True, op.micro_batch, v), v + 1)
 
-    def _backward(self, e: _Emitter, op: PipeOp, v: int, dp: str) -> list[int]:
+    def _backward(self, e: Emitter, op: PipeOp, v: int, dp: str) -> list[int]:
         lo, p = self.lops, self.par
         deps = [self.send_id(False, op.micro_batch, v + 1)] if v < self.V - 1 else []
         if v == self.V - 1:
@@ -302,7 +227,7 @@ class _Generator:
             self._send(e, self.send_id(False, op.micro_batch, v), v - 1)
         return grads
 
-    def _zero3_gather(self, e: _Emitter, dp: str) -> int:
+    def _zero3_gather(self, e: Emitter, dp: str) -> int:
         """All-gather of one layer's parameters. Overlapped: it may start once the compute
         stream finished the layer before the previous one (one layer of prefetch); else
         only after the previous layer."""
@@ -311,7 +236,7 @@ class _Generator:
         deps = [mark] if mark is not None else []
         return self._dp_nodes(e, dp, self.gather_tmpl, deps)
 
-    def _send(self, e: _Emitter, node_id: int, v_dst: int) -> None:
+    def _send(self, e: Emitter, node_id: int, v_dst: int) -> None:
         src, dst = e.stage, v_dst % self.par.pp
         assert e.last is not None
         kind = NodeKind.SEND
