@@ -63,6 +63,7 @@ class TransformerWorkload:
 
 
 _SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
+_EMB_TIED_ID = 1 << 41  # the first/last-stage embedding all-reduce
 
 
 class _Generator:
@@ -103,6 +104,7 @@ class _Generator:
         pair = 1 if sp["pp"].cross_node else 2
         k = ops.kernel("coll", int(CommType.ALL_REDUCE), emb * _GRAD_BYTES, 2, pair)
         self.emb_tied = ops.template("embedding_tied_allreduce", [(k, 1.0)], _DP)
+        self.first_stage_end: int | None = None
 
         def opt(stage_params: float) -> int:
             k = ops.kernel("mem", stage_params / shard * _OPTIMIZER_BYTES_PER_PARAM)
@@ -165,11 +167,17 @@ class _Generator:
 
     def _tied_embedding(self, e: Emitter) -> int:
         """Megatron's tied word embedding: the first and the last stage all-reduce its
-        gradient (a group of 2) before the step. Each stage issues it on its own embedding
-        stream once its backward is done; both sides are symmetric, so each representative
-        carries its half (no cross-rank node: per-rank Chakra export stays possible)."""
-        return e.node(self.emb_tied, f"s{e.stage}.emb", [e.last] if e.last is not None else [],
-                      "embedding_tied_allreduce")
+        gradient before the step. One rendezvous node on both stages' embedding streams
+        (rank -1: it stands for both), added with the last stage once both backwards are done;
+        the first stage's optimizer already waits for its (reserved) id."""
+        if e.stage == 0:
+            self.first_stage_end = e.last
+            return _EMB_TIED_ID
+        deps = [d for d in (self.first_stage_end, e.last) if d is not None]
+        self.b.add(NodeKind.COLLECTIVE, resources=["s0.emb", f"s{e.stage}.emb"], deps=deps,
+                   rank=-1, name="embedding_tied_allreduce", node_id=_EMB_TIED_ID,
+                   template=self.emb_tied, stage=0)
+        return _EMB_TIED_ID
 
     def _reduces(self, op: PipeOp) -> int:
         reduce_now = self.par.zero_stage >= 2 or op.micro_batch == self.m - 1
