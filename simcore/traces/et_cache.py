@@ -26,7 +26,7 @@ from simcore.traces.et_trace import EtBulk, EtTrace, StrColumn
 
 __all__ = ["cache_dir", "clear_memory", "load", "store"]
 
-_MAGIC = b"SSETC002"
+_MAGIC = b"SSETC003"  # bump whenever the decoded content or layout changes
 _MEMORY: dict[str, tuple[tuple[int, int], EtTrace]] = {}
 _MEMORY_MAX = 4096
 
