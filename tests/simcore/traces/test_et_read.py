@@ -117,3 +117,26 @@ def test_gpt3_inputs_match_the_official_parser_and_round_trip() -> None:
     want_pg = [next((a.string_val for a in n.attr if a.name == "pg_name"), None) for n in nodes]
     assert [pg.value(i) for i in range(t.num_nodes)] == want_pg
     assert encode_trace(t) == gzip.decompress(Path(path).read_bytes())
+
+
+def test_trace_paths_errors(tmp_path: Path) -> None:
+    from simcore.errors import InputError
+
+    with pytest.raises(InputError, match="no files named"):
+        read_traces(tmp_path / "none")
+    for r in (0, 1, 3):
+        shutil.copy(GOLDEN, tmp_path / f"w.{r}.et")
+    with pytest.raises(InputError, match="ranks are not 0..2"):
+        read_traces(tmp_path / "w")
+    with pytest.raises(InputError, match="missing trace file"):
+        read_traces(tmp_path / "w", num_ranks=3)
+
+
+def test_show_on_a_malformed_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from search.cli import main
+
+    bad = tmp_path / "bad.0.et"
+    bad.write_bytes(GOLDEN.read_bytes()[:-3])
+    assert main(["chakra", "show", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "runs past the end" in err
