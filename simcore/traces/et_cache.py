@@ -27,8 +27,9 @@ from simcore.traces.et_trace import EtBulk, EtTrace, StrColumn
 __all__ = ["cache_dir", "clear_memory", "load", "store"]
 
 _MAGIC = b"SSETC003"  # bump whenever the decoded content or layout changes
-_MEMORY: dict[str, tuple[tuple[int, int], EtTrace]] = {}
-_MEMORY_MAX = 4096
+_MEMORY: dict[str, tuple[tuple[int, int], EtTrace, int]] = {}
+_MEMORY_MAX_BYTES = 1 << 30  # traces kept in this process, oldest dropped first
+_memory_bytes = [0]
 
 
 def cache_dir() -> Path | None:
@@ -43,6 +44,7 @@ def cache_dir() -> Path | None:
 def clear_memory() -> None:
     """Forget the traces cached in this process."""
     _MEMORY.clear()
+    _memory_bytes[0] = 0
 
 
 def _stamp(path: str) -> tuple[str, tuple[int, int]]:
@@ -95,9 +97,28 @@ def store(path: str, trace: EtTrace) -> None:
 
 
 def _remember(real: str, stamp: tuple[int, int], trace: EtTrace) -> None:
-    if len(_MEMORY) >= _MEMORY_MAX:
-        _MEMORY.pop(next(iter(_MEMORY)))
-    _MEMORY[real] = (stamp, trace)
+    size = _footprint(trace)
+    old = _MEMORY.pop(real, None)
+    if old is not None:
+        _memory_bytes[0] -= old[2]
+    while _MEMORY and _memory_bytes[0] + size > _MEMORY_MAX_BYTES:
+        _memory_bytes[0] -= _MEMORY.pop(next(iter(_MEMORY)))[2]
+    _MEMORY[real] = (stamp, trace, size)
+    _memory_bytes[0] += size
+
+
+def _footprint(trace: EtTrace) -> int:
+    """Bytes a trace holds: its arrays, and the decoded file buffer if it keeps one."""
+    arrays: list[NDArray[Any]] = [trace.ids, trace.types, trace.start_time_micros,
+                                  trace.duration_micros, trace.data_ptr, trace.data_deps,
+                                  trace.ctrl_ptr, trace.ctrl_deps]
+    for values, present in trace.ints.values():
+        arrays += [values, present]
+    size = sum(int(a.nbytes) for a in arrays)
+    bulk = trace._bulk
+    if isinstance(bulk, EtBulk):
+        size += int(bulk.attrs.payload.buf.nbytes)
+    return size
 
 
 def _serialize(trace: EtTrace, real: str, stamp: tuple[int, int]) -> bytes:

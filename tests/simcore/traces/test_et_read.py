@@ -140,3 +140,17 @@ def test_show_on_a_malformed_file_exits_2(tmp_path: Path, capsys: pytest.Capture
     assert main(["chakra", "show", str(bad)]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "runs past the end" in err
+
+
+def test_memory_cache_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for r in range(6):
+        shutil.copy(GOLDEN, tmp_path / f"w.{r}.et")
+    size = et_cache._footprint(read_trace(tmp_path / "w.0.et", cache=False))
+    limit = 3 * size
+    monkeypatch.setattr(et_cache, "_MEMORY_MAX_BYTES", limit)
+    et_cache.clear_memory()
+    read_traces(tmp_path / "w")
+    assert 0 < len(et_cache._MEMORY) <= 3  # the oldest were dropped
+    assert 0 < et_cache._memory_bytes[0] <= limit
+    assert "w.0.et" not in " ".join(et_cache._MEMORY)
+    assert read_trace(tmp_path / "w.0.et").ids.tolist() == [3]  # still served, from disk
