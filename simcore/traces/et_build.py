@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from simcore.errors import InputError
+from simcore.traces.et_columns import int_columns, str_columns
 from simcore.traces.et_encode import varint
 from simcore.traces.et_lists import numeric_list_columns
 from simcore.traces.et_schema import STANDARD_ATTR_KINDS, WIRE_OF_KIND, AttrKind, NodeType
-from simcore.traces.et_trace import AttrTable, EtBulk, EtTrace, Ragged, int_columns, str_columns
+from simcore.traces.et_trace import AttrTable, EtBulk, EtTrace, Ragged
 
 __all__ = ["AttrValue", "EtTraceBuilder", "encode_value", "infer_kind"]
 

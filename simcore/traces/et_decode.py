@@ -18,18 +18,11 @@ import numpy as np
 
 from simcore.errors import InputError
 from simcore.traces._wire import PAD_BYTES, WireError, read_varints, walk_fields
+from simcore.traces.et_columns import int_columns, str_columns
 from simcore.traces.et_fields import NodeColumns, decode_attrs, decode_nodes, select
 from simcore.traces.et_lists import numeric_list_columns
 from simcore.traces.et_schema import NodeType
-from simcore.traces.et_trace import (
-    AttrTable,
-    EtBulk,
-    EtTrace,
-    Ragged,
-    StrColumn,
-    int_columns,
-    str_columns,
-)
+from simcore.traces.et_trace import AttrTable, EtBulk, EtTrace, Ragged, StrColumn
 
 __all__ = ["check_nodes", "decode_many", "decode_trace", "decompress"]
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.traces._keys import categorize
 from simcore.traces._wire import (
     Fields,
     WireError,
-    categorize,
     decode_packed_varints,
     ranges,
     read_varints,

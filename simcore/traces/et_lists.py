@@ -12,8 +12,9 @@ from numpy.typing import NDArray
 
 from simcore.errors import InputError
 from simcore.traces._wire import WireError, decode_packed_varints, ranges, walk_fields
+from simcore.traces.et_columns import scalar_as_float
 from simcore.traces.et_schema import AttrKind
-from simcore.traces.et_trace import AttrTable, scalar_as_float
+from simcore.traces.et_trace import AttrTable
 
 __all__ = ["decode_list", "numeric_list_column", "numeric_list_columns"]
 
