@@ -34,6 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.hardware.batch import SystemBatch
+from simcore.hardware.batch import as_column as _col
+from simcore.hardware.batch import as_row as _row
 from simcore.workload.graph import CommType
 
 __all__ = ["bus_bandwidth_Bps", "collective_time_s", "p2p_time_s", "traffic_factor"]
@@ -41,12 +43,6 @@ __all__ = ["bus_bandwidth_Bps", "collective_time_s", "p2p_time_s", "traffic_fact
 FloatArray = NDArray[np.float64]
 
 
-def _col(x: object) -> FloatArray:
-    return np.asarray(x, dtype=np.float64).reshape(-1, 1)
-
-
-def _row(x: FloatArray) -> FloatArray:
-    return x[None, :]
 
 
 def traffic_factor(comm_type: object, group_size: object) -> FloatArray:

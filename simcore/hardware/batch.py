@@ -18,11 +18,21 @@ from numpy.typing import NDArray
 from simcore.errors import InputError
 from simcore.specs.system import PRECISIONS, CalibrationSpec, SystemSpec
 
-__all__ = ["SystemBatch"]
+__all__ = ["SystemBatch", "as_column", "as_row"]
 
 FloatArray = NDArray[np.float64]
 
 _CALIBRATION_KEYS = tuple(f.name for f in fields(CalibrationSpec))
+
+
+def as_column(x: object) -> FloatArray:
+    """A scalar or (U,) array of per-template values as a (U, 1) float column."""
+    return np.asarray(x, dtype=np.float64).reshape(-1, 1)
+
+
+def as_row(x: FloatArray) -> FloatArray:
+    """A (B,) batch array as a (1, B) row, to broadcast against (U, 1) columns."""
+    return x[None, :]
 
 
 def _peak_flops(spec: SystemSpec, precision: str) -> float:

@@ -31,6 +31,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.hardware.batch import SystemBatch
+from simcore.hardware.batch import as_column as _col
+from simcore.hardware.batch import as_row as _row
 
 __all__ = [
     "ELEMENT_BYTES",
@@ -45,14 +47,6 @@ FloatArray = NDArray[np.float64]
 ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
 
 
-def _col(x: object) -> FloatArray:
-    """A scalar or (U,) array as a (U, 1) float column."""
-    return np.asarray(x, dtype=np.float64).reshape(-1, 1)
-
-
-def _row(x: FloatArray) -> FloatArray:
-    """A (B,) batch array as a (1, B) row."""
-    return x[None, :]
 
 
 def _quantization(dim: FloatArray, half: FloatArray) -> FloatArray:

@@ -15,7 +15,7 @@ key, the value and the rule.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from simcore.errors import require
 
@@ -228,8 +228,6 @@ class SystemSpec:
 
     def with_num_gpus(self, num_gpus: int) -> SystemSpec:
         """A copy with ``num_gpus`` replaced (derived sizes follow)."""
-        from dataclasses import replace
-
         return replace(self, num_gpus=num_gpus,
                        scaleout=replace(self.scaleout, size=0))
 
