@@ -93,7 +93,12 @@ def cost_spec_from(cfg: Mapping[str, Any]) -> ClusterCostSpec:
     for key in cfg:
         if key not in known:
             raise InputError(f"search.cost.{key}", cfg[key], "unknown cost key")
-    return ClusterCostSpec(**dict(cfg))
+    try:
+        return ClusterCostSpec(**dict(cfg))
+    except InputError as err:
+        raise InputError(f"search.cost.{err.key}", err.value, err.rule) from None
+    except TypeError as err:  # a missing key
+        raise InputError("search.cost", sorted(cfg), str(err)) from None
 
 
 def design_metrics(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,29 +135,29 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     study_name = _study_name(cfg, objectives)
     output_dir = Path(str(search.output_dir)) / study_name
     storage_kind = str(search.storage)
-    storage = make_storage(storage_kind, output_dir, study_name)
     sampler = make_sampler(
         sampler_name, seed=search.get("seed"), space=space, multi_objective=len(objectives) > 1,
         n_startup_trials=_int(search, "n_startup_trials", 0),
         population_size=_int(search, "population_size", 2))
-    study = open_study(study_name=study_name, storage=storage, sampler=sampler,
-                       directions=[o.direction for o in objectives], resume=bool(search.resume),
-                       metadata={"objectives": [o.name for o in objectives],
-                                 "space": {k: repr(v) for k, v in space.distributions.items()}})
     cost = cost_spec_from(OmegaConf.to_container(search.cost, resolve=True))  # type: ignore[arg-type]
+    batch_size = _int(search, "batch_size", 1)
     evaluator = DesignEvaluator(cfg, space, objectives, cost, float(search.train_tokens),
                                 runner or in_process_runner,
                                 penalize_infeasible=sampler_name not in _CONSTRAINED)
+    storage = make_storage(storage_kind, output_dir, study_name)  # after every check: no
+    study = open_study(study_name=study_name, storage=storage, sampler=sampler,  # stray study
+                       directions=[o.direction for o in objectives], resume=bool(search.resume),
+                       metadata={"objectives": [o.name for o in objectives],
+                                 "space": {k: repr(v) for k, v in space.distributions.items()}})
     stale_s = search.get("stale_after_s")
     timeout = search.get("timeout_s")
     return SearchSetup(cfg, space, objectives, study, study_name, output_dir, n_trials,
-                       _int(search, "batch_size", 1), None if timeout is None else float(timeout),
+                       batch_size, None if timeout is None else float(timeout),
                        default_stale_after_s(storage_kind) if stale_s is None else float(stale_s),
                        evaluator)
 
 
-def run_search(setup: SearchSetup, tracking: Any | None = None,
-               on_progress: Callable[[LoopStats], None] | None = None) -> SearchOutcome:
+def run_search(setup: SearchSetup, tracking: Any | None = None) -> SearchOutcome:
     """Run the batches, then write the table, plots and MLflow summary."""
     study = setup.study
     stale = stale_trials(study, stale_after_s=setup.stale_after_s) if setup.cfg.search.resume else []

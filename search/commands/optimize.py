@@ -58,26 +58,24 @@ def _is_sweep(parser: Any, arg: str) -> bool:
         return False
 
 
-def _runner(cfg: Any) -> tuple[Any, Any]:
-    """(runner, pool): ``ray.num_workers`` actors, or in-process when ``search.in_process``."""
+def _runner(cfg: Any) -> tuple[Any, Any, bool]:
+    """(runner, pool, ray started here): ``ray.num_workers`` actors, or in-process."""
     from search.design_eval import in_process_runner
 
     if cfg.search.get("in_process", False) or "ray" not in cfg:
-        return in_process_runner, None
-    from search.workers import WorkerPool, init_ray
+        return in_process_runner, None, False
+    import numpy as np
+
+    from search.workers import SpecBatch, WorkerPool, init_ray
 
     rc = cfg.ray
     workers = int(rc.num_workers)
-    init_ray(rc.get("address"), rc.get("num_cpus") or workers, str(rc.temp_dir),
-             rc.get("ship_project"), dict(rc.get("env_vars") or {}))
+    started = init_ray(rc.get("address"), rc.get("num_cpus") or workers, str(rc.temp_dir),
+                       rc.get("ship_project"), dict(rc.get("env_vars") or {}))
     pool = WorkerPool(workers, int(rc.inflight_per_worker), int(rc.max_batch_retries))
     counter = iter(range(1, 1 << 62))
 
     def run(groups: list[Any]) -> list[Any]:
-        import numpy as np
-
-        from search.workers import SpecBatch
-
         batches = [SpecBatch(batch_id=next(counter), group=g.label[-64:],
                              point_ids=np.arange(len(g.systems), dtype=np.int64),
                              model=g.model, parallel=g.parallel, bases=g.systems,
@@ -86,7 +84,7 @@ def _runner(cfg: Any) -> tuple[Any, Any]:
         by_id = {out.batch_id: out.columns for out in pool.imap_unordered(batches)}
         return [by_id[b.batch_id] for b in batches]
 
-    return run, pool
+    return run, pool, started
 
 
 def _print_best(setup: Any, outcome: Any) -> None:
@@ -119,9 +117,10 @@ def main(argv: list[str]) -> int:
     validate_config(cfg)
     if "search" not in cfg:
         raise InputError("search", None, "the config has no search group (conf/search/)")
-    runner, pool = _runner(cfg)
+    setup = prepare_search(cfg, None, space, derived)  # every input checked before Ray starts
+    runner, pool, started = _runner(cfg)
+    setup.evaluator.runner = runner
     try:
-        setup = prepare_search(cfg, runner, space, derived)
         print(f"search {setup.study_name}: {len(setup.space.distributions)} dimension(s) "
               f"({', '.join(setup.space.distributions)}), sampler {cfg.search.sampler}, "
               f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
@@ -131,6 +130,10 @@ def main(argv: list[str]) -> int:
     finally:
         if pool is not None:
             pool.close()
+        if started:
+            import ray
+
+            ray.shutdown()
     stats = outcome.stats
     print(f"evaluated {stats.n_evaluated} trial(s) ({stats.n_recovered} recovered from a killed "
           f"driver, {stats.n_infeasible} infeasible) in {stats.total_s:.1f} s "

@@ -95,3 +95,6 @@ def test_bad_search_config_fails_before_work(tmp_path: Path) -> None:
                             "search.objectives=[iteration_time_s,capex_usd]"))
     with pytest.raises(InputError, match=r"search\.space\.parallel\.tp"):
         prepare_search(_cfg(tmp_path), extra_space={"parallel.tp": "interval(4,1)"})
+    with pytest.raises(InputError, match=r"search\.cost\.pue"):
+        prepare_search(_cfg(tmp_path, "search.cost.pue=0.5"))
+    assert not any(tmp_path.iterdir())  # nothing was created: a fixed rerun starts clean
