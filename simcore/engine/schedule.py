@@ -46,6 +46,8 @@ class _Level:
     chains: IntArray  # (k,) chains at this depth
     pred_segs: IntArray  # (e,) segments (in other chains) those chains wait for
     seg: IntArray  # (k,) offsets of each chain's predecessors within ``pred_segs``
+    pred_chains: IntArray  # (e,) chain of each of those segments
+    single: bool  # every chain of the level waits for exactly one segment
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,7 +189,10 @@ def compile_plan(graph: Graph) -> SchedulePlan:
         seg = np.zeros(chains.size, dtype=np.int64)
         np.cumsum(k[:-1], out=seg[1:])
         g = np.repeat(cptr[chains] - seg, k) + np.arange(k.sum(), dtype=np.int64)
-        levels.append(_Level(chains=chains, pred_segs=seg_of[pred_nodes[g]], seg=seg))
+        pred_segs = seg_of[pred_nodes[g]]
+        levels.append(_Level(chains=chains, pred_segs=pred_segs, seg=seg,
+                             pred_chains=seg_chain[pred_segs] if s else pred_segs,
+                             single=bool(pred_segs.size == chains.size)))
     return SchedulePlan(graph=graph, order=order, chain_of=chain_of, seg_ptr=seg_ptr,
                         seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr, levels=tuple(levels))
 
@@ -233,12 +238,10 @@ def run_chains(plan: SchedulePlan, seg_dur: FloatArray) -> ChainTimes:
     b = seg_end.shape[1]
     chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1] if c else np.zeros((0, b))
     start = np.zeros((c, b))
-    seg_chain = plan.seg_chain
     for level in plan.levels:
         if level.pred_segs.size:
-            ps = level.pred_segs
-            t = start[seg_chain[ps]] + seg_end[ps]
-            start[level.chains] = np.maximum.reduceat(t, level.seg, axis=0)
+            t = start[level.pred_chains] + seg_end[level.pred_segs]
+            start[level.chains] = t if level.single else np.maximum.reduceat(t, level.seg, axis=0)
     return ChainTimes(chain_start=start, chain_dur=chain_dur, seg_end=seg_end)
 
 
