@@ -122,7 +122,9 @@ class Summary:
 
 
 def _reason_code(reason: str) -> str:
-    return reason.split(":", 1)[0].strip() or "unknown"
+    """Reason family: "out of memory", "invalid_spec", or the key of a "key=value: rule"."""
+    head = reason.split(":", 1)[0].strip()
+    return head.split("=", 1)[0].strip() or "unknown"
 
 
 def summarize(frame: pl.DataFrame, objective: str, direction: str, top_k: int) -> Summary:

@@ -35,11 +35,11 @@ def test_parts_are_atomic_and_reloaded_after_reopening(tmp_path):
 
 def test_summary_best_points_and_infeasible_counts_by_reason_code():
     frame = _frame([0, 1, 2, 3, 4], [2.0, 1.0, 3.0, 0.1, 0.2], [True, True, True, False, False],
-                   ["", "", "", "oom: 90 > 80", "oom: 99 > 80"])
+                   ["", "", "", "out of memory: 90 > 80", "parallel.tp=3: must divide 16"])
     s = summarize(frame, "iteration_time_s", "minimize", top_k=2)
     assert s.num_points == 5 and s.num_feasible == 3
-    assert s.infeasible_by_reason == {"oom": 2}
+    assert s.infeasible_by_reason == {"out of memory": 1, "parallel.tp": 1}
     assert s.best["point_id"].to_list() == [1, 0]  # infeasible 0.1 s and 0.2 s excluded
     text = format_summary(s, ["parallel.tp"], ["iteration_time_s"])
-    assert "infeasible oom: 2" in text and "best 2 by iteration_time_s" in text
+    assert "infeasible out of memory: 1" in text and "best 2 by iteration_time_s" in text
     assert summarize(frame, "iteration_time_s", "maximize", 1).best["point_id"].to_list() == [2]
