@@ -1,10 +1,12 @@
-"""Benchmark of the sweep pipeline on a GPT-3-scale hardware sweep (>= 100,000 design points).
+"""Benchmark of the sweep pipeline on hardware sweeps of >= 100,000 design points.
 
-Sweep: GPT-3 175B (``workload=gpt3_175b``), Megatron TP=8 x PP=8 (``parallel=megatron_tp8_pp8``,
-global batch 1536), 1,024 A100s (``system=dgx_a100_80g system.num_gpus=1024``); hardware-only
-axes (one graph structure, so every batch reuses one compiled graph):
-scale-out bandwidth range(25,401,25) x scale-up bandwidth range(150,901,50) x HBM bandwidth
-range(1500,3501,100) x bf16 peak range(300,1001,35) = 16 x 16 x 21 x 21 = 112,896 points.
+Hardware-only axes (one graph structure, so every batch reuses one compiled graph): scale-out
+bandwidth range(25,401,25) x scale-up bandwidth range(150,901,50) x HBM bandwidth
+range(1500,3501,100) x bf16 peak range(300,1001,35) = 16 x 16 x 21 x 21 = 112,896 points, on
+- ``gpt3``: GPT-3 175B (``workload=gpt3_175b``), Megatron TP=8 x PP=8
+  (``parallel=megatron_tp8_pp8``, global batch 1536), 1,024 A100s: the GPT-3-scale sweep;
+- ``tiny``: ``workload=gpt_tiny`` on one 8-GPU node, where the engine is cheap, so the rate shows
+  the ceiling of the orchestration itself (plan, materialize specs, Ray, parquet, MLflow).
 
 Reports, in one table:
 - baseline: the same batches evaluated in this process without Ray (``evaluate_batch``), median
@@ -14,8 +16,8 @@ Reports, in one table:
   start-up, evaluation, parquet, MLflow), points/s of the evaluation loop alone (first batch
   submitted to last result received), scaling efficiency (end-to-end rate with 2 workers /
   (2 x rate with 1)), and the share of wall time spent logging (MLflow calls + parquet writes).
-Usage: ``python scripts/bench_sweep.py [--points N] [--batch-size B]`` (``--points`` draws N
-random points over the same axes instead of the full grid, for a quick run).
+Usage: ``python scripts/bench_sweep.py [--case gpt3|tiny|all] [--points N] [--batch-size B]``
+(``--points`` draws N random points over the same axes instead of the full grid: a quick run).
 """
 
 from __future__ import annotations
@@ -36,20 +38,25 @@ from search.tracking import Tracker
 from search.workers import evaluate_batch
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-AXES = [
-    "workload=gpt3_175b", "parallel=megatron_tp8_pp8", "system=dgx_a100_80g",
-    "system.num_gpus=1024",
+HARDWARE = [
     "system.scaleout.bandwidth_GBps=range(25,401,25)",
     "system.scaleup.bandwidth_GBps=range(150,901,50)",
     "system.accelerator.hbm_bandwidth_GBps=range(1500,3501,100)",
     "system.accelerator.peak_tflops_bf16=range(300,1001,35)",
 ]
+CASES = {
+    "gpt3": ("GPT-3 175B, 1,024 A100s, TP8 PP8", [
+        "workload=gpt3_175b", "parallel=megatron_tp8_pp8", "system=dgx_a100_80g",
+        "system.num_gpus=1024", *HARDWARE]),
+    "tiny": ("tiny GPT, 8 A100s (pipeline ceiling)", [
+        "workload=gpt_tiny", "system=dgx_a100_80g", *HARDWARE]),
+}
 
 
-def _plan(extra: list[str]) -> tuple[object, float]:
+def _plan(axes: list[str], extra: list[str]) -> tuple[object, float]:
     t0 = time.perf_counter()
     compose, options = compose_session(CONF)
-    plan = make_plan(compose, options, [*AXES, *extra])
+    plan = make_plan(compose, options, [*axes, *extra])
     return plan, time.perf_counter() - t0
 
 
@@ -65,9 +72,36 @@ def _baseline(plan: object, batch_size: int, batches: int) -> float:
     return statistics.median(rates)
 
 
+def _case(label: str, axes: list[str], common: list[str], work: Path, args: argparse.Namespace
+          ) -> list[tuple[str, ...]]:
+    plan, plan_s = _plan(axes, [*common, f"sweep.output_dir={work / 'probe'}"])
+    n = plan.num_points  # type: ignore[attr-defined]
+    print(f"{label}: {n:,} points, planned in {plan_s:.1f} s ({n / plan_s:,.0f} points/s)",
+          flush=True)
+    base = _baseline(plan, args.batch_size, args.baseline_batches)
+    rows = [(label, "in-process baseline (no Ray)", "-", "-", f"{base:,.0f}", f"{base:,.0f}",
+             "-", "-")]
+    rates: dict[int, float] = {}
+    for workers in (1, 2):
+        name = f"{work.name}-{label.split(',')[0].replace(' ', '')}-{workers}"
+        plan, plan_s = _plan(axes, [*common, f"ray.num_workers={workers}", f"sweep.name={name}",
+                                    f"sweep.output_dir={work / name}"])
+        out = run_sweep(plan, plan.base_cfg)  # type: ignore[attr-defined]
+        assert out.computed == n, (out.computed, n)
+        total = plan_s + out.wall_s
+        rates[workers] = out.computed / total
+        loop = out.computed / out.eval_s
+        eff = f"{rates[2] / (2 * rates[1]):.0%}" if workers == 2 else "-"
+        rows.append((label, f"run_sweep, {workers} worker(s)", f"{total:.1f}",
+                     f"{rates[workers]:,.0f}", f"{loop:,.0f}", f"{loop / workers:,.0f}", eff,
+                     f"{(out.log_s + out.write_s) / out.wall_s:.1%}"))
+    return rows
+
+
 def main() -> None:
     """Run the benchmark and print its table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", choices=[*CASES, "all"], default="all")
     ap.add_argument("--points", type=int, default=0, help="random points instead of the grid")
     ap.add_argument("--batch-size", type=int, default=2048)
     ap.add_argument("--baseline-batches", type=int, default=3)
@@ -79,41 +113,23 @@ def main() -> None:
     mode = ["sweep.mode=random", f"sweep.num_points={args.points}"] if args.points else []
     common = [*mode, f"sweep.batch_size={args.batch_size}", "sweep.progress=false",
               f"tracking.uri=sqlite:///{work / 'mlflow.db'}"]
-    plan, plan_s = _plan([*common, f"sweep.output_dir={work / 'probe'}"])
-    n = plan.num_points  # type: ignore[attr-defined]
-    print(f"GPT-3 175B hardware sweep: {n:,} points, planned in {plan_s:.1f} s "
-          f"({n / plan_s:,.0f} points/s); batch size {args.batch_size}")
-    base = _baseline(plan, args.batch_size, args.baseline_batches)
-    rows = [("in-process baseline (no Ray)", "-", "-", f"{base:,.0f}", f"{base:,.0f}", "-", "-")]
     _ = Tracker(f"sqlite:///{work / 'mlflow.db'}", "warm-up").experiment_id  # create the store
     ray.init(num_cpus=2, _temp_dir=f"/tmp/rs_bench{os.getpid()}", include_dashboard=False,
              log_to_driver=False, configure_logging=False)
-    rates: dict[int, float] = {}
+    rows: list[tuple[str, ...]] = []
     try:
-        for workers in (1, 2):
-            plan, plan_s = _plan([*common, f"ray.num_workers={workers}",
-                                  f"sweep.name=bench{workers}",
-                                  f"sweep.output_dir={work / f'w{workers}'}"])
-            out = run_sweep(plan, plan.base_cfg)  # type: ignore[attr-defined]
-            total = plan_s + out.wall_s
-            rates[workers] = out.computed / total
-            logging = (out.log_s + out.write_s) / out.wall_s
-            eff = f"{rates[2] / (2 * rates[1]):.0%}" if workers == 2 else "-"
-            loop = out.computed / out.eval_s
-            rows.append((f"run_sweep, {workers} worker(s)", f"{total:.1f}",
-                         f"{rates[workers]:,.0f}", f"{loop:,.0f}", f"{loop / workers:,.0f}", eff,
-                         f"{logging:.1%}"))
-            assert out.computed == n, (out.computed, n)
+        for key in CASES if args.case == "all" else [args.case]:
+            rows += _case(*CASES[key], common, work, args)
     finally:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)
-    head = ("configuration", "wall s", "points/s end to end", "points/s eval loop",
+    head = ("sweep", "configuration", "wall s", "points/s end to end", "points/s eval loop",
             "per worker", "scaling eff.", "logging share")
-    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-    for row in [head, *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
-    print(f"target >= 10,000 points/s per worker; the engine alone reaches {base:,.0f} points/s "
-          f"on one core for this workload")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print("target: >= 10,000 points/s per worker on hardware-only axes")
 
 
 if __name__ == "__main__":

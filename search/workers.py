@@ -99,8 +99,12 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
     """Build the B SystemSpecs of a batch; return (systems, error) with None/'' per point.
 
     Overrides are grouped by the top-level SystemSpec field they touch (``accelerator``,
-    ``scaleout``, ...); each distinct sub-spec is built once and cached, so a point costs one
-    validated ``replace`` of the SystemSpec. A point whose values break a spec rule gets
+    ``scaleout``, ...). Each distinct value of such a field is built once and validated once,
+    inside a full ``replace`` of the base system (so every SystemSpec rule that involves it is
+    checked); a point then combines validated fields without re-running the checks. This is
+    exact because SystemSpec's rules each involve one such field and structural fields only
+    (``num_gpus``, ``gpus_per_node``, which a batch never changes); ``tests/search/test_plan.py``
+    compares every point against a full Hydra composition. A point with an invalid value gets
     ``None`` and the one-line error message.
     """
     groups: dict[str, list[tuple[tuple[str, ...], list[Any]]]] = {}
@@ -113,19 +117,32 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
     for i, b in enumerate(batch.base_index.tolist()):
         base = batch.bases[b]
         try:
-            fields = {head: _sub_spec(base, head, subs, i, b, caches[head])
+            fields = {head: _checked_field(base, head, subs, i, b, caches[head])
                       for head, subs in groups.items()}
-            systems.append(replace(base, **fields) if fields else base)
-            errors.append("")
         except ValueError as err:  # InputError is a ValueError
             systems.append(None)
             errors.append(f"invalid_spec: {err}")
+            continue
+        systems.append(_with_fields(base, fields))
+        errors.append("")
     return systems, errors
 
 
-def _sub_spec(base: Any, head: str, subs: list[tuple[tuple[str, ...], list[Any]]], i: int,
-              b: int, cache: dict[tuple[Any, ...], Any]) -> Any:
-    """Point ``i``'s value of SystemSpec field ``head`` (a cached sub-spec or a scalar)."""
+def _with_fields(base: Any, fields: dict[str, Any]) -> Any:
+    """A copy of frozen dataclass ``base`` with ``fields`` set, without re-validation."""
+    if not fields:
+        return base
+    if not hasattr(base, "__dict__"):  # slotted dataclass: fall back to a validated replace
+        return replace(base, **fields)
+    obj = object.__new__(type(base))
+    obj.__dict__.update(base.__dict__)
+    obj.__dict__.update(fields)
+    return obj
+
+
+def _checked_field(base: Any, head: str, subs: list[tuple[tuple[str, ...], list[Any]]], i: int,
+                   b: int, cache: dict[tuple[Any, ...], Any]) -> Any:
+    """Point ``i``'s value of SystemSpec field ``head``, built and validated once per value."""
     key = (b, *(values[i] for _, values in subs))
     found = cache.get(key)
     if found is None:
@@ -133,6 +150,7 @@ def _sub_spec(base: Any, head: str, subs: list[tuple[tuple[str, ...], list[Any]]
         try:
             for path, values in subs:
                 spec = _set_path(spec, path, values[i]) if path else values[i]
+            replace(base, **{head: spec})  # run every SystemSpec rule on this value
         except ValueError as err:
             spec = err
         cache[key] = found = spec
