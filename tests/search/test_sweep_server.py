@@ -1,5 +1,6 @@
 """MLflow over HTTP: a sweep while the server is down finishes on disk, ``simsweep sync`` logs it
-once the server is up, and a sweep against a live ``mlflow server`` is found through its REST API.
+once a server is up, and a sweep against a live ``mlflow server`` is found through its REST API
+(``simsweep sync`` of that folder, to its recorded URI, then adds nothing).
 """
 
 from __future__ import annotations
@@ -49,36 +50,44 @@ def _tags(run: dict) -> dict[str, str]:
     return {t["key"]: t["value"] for t in run["data"].get("tags", [])}
 
 
-def test_down_server_then_sync_and_live_server_via_rest(ray_local, plan_for, tmp_path):
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    down = plan_for(*AXES, "sweep.name=down", f"sweep.output_dir={tmp_path / 'down'}",
-                    f"tracking.uri={base}")
-    outcome = run_sweep(down, down.base_cfg)
-    assert not outcome.tracking_ok and "unreachable" in outcome.tracking_error
-    assert pl.read_parquet(tmp_path / "down" / "results.parquet").height == 10
-    manifest = json.loads((tmp_path / "down" / "sweep.json").read_text())
-    assert manifest["tracking_synced"] is False
-
-    server = subprocess.Popen(
+def _start_server(port: int, tmp_path) -> subprocess.Popen:
+    return subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path / 'srv.db'}",
          "--artifacts-destination", str(tmp_path / "srv-art")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+
+
+def _wait_healthy(server: subprocess.Popen, base: str) -> None:
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        assert server.poll() is None and time.monotonic() < deadline, "mlflow server down"
+        time.sleep(0.5)
+
+
+def test_down_server_then_sync_and_live_server_via_rest(ray_local, plan_for, tmp_path):
+    port, dead = _free_port(), _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = _start_server(port, tmp_path)  # boots (slowly) while the first sweep runs
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, "mlflow server down"
-            time.sleep(0.5)
-        assert simsweep(["sync", str(tmp_path / "down")]) == 0
-        assert simsweep(["sync", str(tmp_path / "down")]) == 0  # idempotent
+        down = plan_for(*AXES, "sweep.name=down", f"sweep.output_dir={tmp_path / 'down'}",
+                        f"tracking.uri=http://127.0.0.1:{dead}")
+        outcome = run_sweep(down, down.base_cfg)
+        assert not outcome.tracking_ok and "unreachable" in outcome.tracking_error
+        assert pl.read_parquet(tmp_path / "down" / "results.parquet").height == 10
+        manifest = json.loads((tmp_path / "down" / "sweep.json").read_text())
+        assert manifest["tracking_synced"] is False
+
+        _wait_healthy(server, base)
+        assert simsweep(["sync", str(tmp_path / "down"), "--uri", base]) == 0
+        assert simsweep(["sync", str(tmp_path / "down"), "--uri", base]) == 0  # idempotent
         runs = _runs(base, "sweep-down")
         kinds = [_tags(r).get("simsweep.kind") for r in runs]
         assert kinds.count("sweep") == 1 and kinds.count("point") == 10
@@ -88,11 +97,12 @@ def test_down_server_then_sync_and_live_server_via_rest(ray_local, plan_for, tmp
                         f"tracking.uri={base}")
         outcome = run_sweep(live, live.base_cfg)
         assert outcome.tracking_ok, outcome.tracking_error
+        assert simsweep(["sync", str(tmp_path / "live")]) == 0  # the recorded URI; nothing new
         table = pl.read_parquet(tmp_path / "live" / "results.parquet")
         runs = _runs(base, "sweep-live")
         points = {_tags(r)["simsweep.point_hash"]: r for r in runs
                   if _tags(r).get("simsweep.kind") == "point"}
-        assert set(points) == set(table["point_hash"].to_list())
+        assert len(runs) == 11 and set(points) == set(table["point_hash"].to_list())
         for row in table.iter_rows(named=True):
             metrics = {m["key"]: m["value"] for m in points[row["point_hash"]]["data"]["metrics"]}
             assert metrics["iteration_time_s"] == pytest.approx(row["iteration_time_s"], rel=1e-12)
