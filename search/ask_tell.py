@@ -161,8 +161,7 @@ def run_batches(
     start = time.perf_counter()
     if stale:
         _recover(study, space, stale, evaluate, stats, on_batch, flush)
-    remaining = n_trials - _counted(study)
-    while remaining > 0:
+    while (remaining := n_trials - _counted(study)) > 0:  # recounted: drivers may share a study
         if timeout_s is not None and time.perf_counter() - start >= timeout_s:
             break
         size = min(batch_size, remaining)
@@ -186,6 +185,5 @@ def run_batches(
         stats.logging_s += t4 - t3
         stats.n_evaluated += size
         stats.batches.append(size)
-        remaining -= size
     stats.total_s = time.perf_counter() - start
     return stats

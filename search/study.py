@@ -1,9 +1,12 @@
 """Optuna study set-up: storage, sampler, constraints and resume.
 
 * Storage: a local journal file (append-only, so a killed driver never corrupts it; written once
-  per batch through :class:`~search.journal_buffer.BufferedJournalFileBackend`, or per
-  operation with ``journal_unbuffered``) or SQLite file under ``search.output_dir`` beside the
-  results table, or any RDB URL when several drivers on several hosts share a study.
+  per batch through :class:`~search.journal_buffer.BufferedJournalFileBackend`; or per
+  operation under Optuna's file lock with ``journal_shared``, for several drivers on one host)
+  or SQLite file under ``search.output_dir`` beside the results table, or any RDB URL when
+  several drivers on several hosts share a study. Shared drivers join the study in any order;
+  the budget is checked before each ask, so it may be overshot by up to (drivers - 1) x
+  ``batch_size`` trials.
 * Samplers: Optuna's own (TPE with ``constant_liar=True`` so a batch of concurrently asked
   trials spreads out instead of piling on one point; CMA-ES; random; grid; QMC; NSGA-II/III).
   ``auto`` = TPE (single and multi-objective; it honours constraints and batching).
@@ -40,6 +43,7 @@ __all__ = [
     "SAMPLERS",
     "constraints_of",
     "flush_storage",
+    "is_shared",
     "make_sampler",
     "make_storage",
     "open_study",
@@ -48,7 +52,7 @@ __all__ = [
 
 SAMPLERS = ("auto", "tpe", "cmaes", "random", "grid", "qmc", "nsga2", "nsga3")
 _MULTI_OK = {"auto", "tpe", "random", "grid", "qmc", "nsga2", "nsga3"}
-_LOCAL_KINDS = {"journal", "journal_unbuffered", "sqlite"}
+_LOCAL_KINDS = {"journal", "sqlite"}  # one driver; journal_shared and RDB URLs: several
 _DEFAULT_STALE_S = 600.0
 
 
@@ -68,7 +72,7 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
 
 def make_storage(kind: str, output_dir: Path, study_name: str) -> BaseStorage:
     """``journal`` / ``sqlite`` (files under ``output_dir``) or an RDB URL."""
-    if kind in ("journal", "journal_unbuffered"):
+    if kind in ("journal", "journal_shared"):
         output_dir.mkdir(parents=True, exist_ok=True)
         path = str(output_dir / f"{study_name}.journal")
         if kind == "journal":
@@ -80,7 +84,7 @@ def make_storage(kind: str, output_dir: Path, study_name: str) -> BaseStorage:
     if "://" in kind:
         return RDBStorage(kind)
     raise InputError("search.storage", kind,
-                     "must be journal, journal_unbuffered, sqlite or an RDB URL")
+                     "must be journal, journal_shared, sqlite or an RDB URL")
 
 
 def flush_storage(study: optuna.Study) -> None:
@@ -132,27 +136,29 @@ def open_study(
     sampler: BaseSampler,
     directions: Sequence[str],
     resume: bool,
+    shared: bool = False,
     metadata: dict[str, Any] | None = None,
 ) -> optuna.Study:
-    """Create the study, or load it when ``resume`` (then its directions must match)."""
+    """Create the study, or load it when ``resume`` or ``shared`` (directions must match).
+
+    ``shared`` (an RDB URL: several drivers on one study) joins an existing study or creates it,
+    so drivers may start in any order; a local file study must be resumed explicitly.
+    """
+    wanted = [StudyDirection.MAXIMIZE if d == "maximize" else StudyDirection.MINIMIZE
+              for d in directions]
     existing = {s.study_name for s in optuna.get_all_study_summaries(storage)}
-    if study_name in existing and not resume:
+    if study_name in existing and not (resume or shared):
         raise InputError("search.study_name", study_name,
                          "exists in the storage; set search.resume=true or pick another name")
-    if study_name not in existing and resume:
+    if study_name not in existing and resume and not shared:
         raise InputError("search.study_name", study_name, "nothing to resume in the storage")
-    if resume:
-        study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler)
-        wanted = [StudyDirection.MAXIMIZE if d == "maximize" else StudyDirection.MINIMIZE
-                  for d in directions]
-        if list(study.directions) != wanted:
-            raise InputError("search.objectives", list(directions),
-                             "differ from the directions of the stored study")
+    study = optuna.create_study(study_name=study_name, storage=storage, sampler=sampler,
+                                directions=wanted, load_if_exists=True)
+    if list(study.directions) != wanted:
+        raise InputError("search.objectives", list(directions),
+                         "differ from the directions of the stored study")
+    if study_name in existing:
         return study
-    study = optuna.create_study(
-        study_name=study_name, storage=storage, sampler=sampler,
-        directions=[StudyDirection.MAXIMIZE if d == "maximize" else StudyDirection.MINIMIZE
-                    for d in directions])
     for key, value in (metadata or {}).items():
         study.set_user_attr(key, value)
     flush_storage(study)  # the study exists on disk before any trial
@@ -170,6 +176,12 @@ def stale_trials(
         if (now - started).total_seconds() >= stale_after_s:
             stale.append(trial)
     return stale
+
+
+def is_shared(storage_kind: str) -> bool:
+    """``journal_shared`` and RDB URLs are studies several drivers share; ``journal`` and
+    ``sqlite`` files have one driver."""
+    return storage_kind not in _LOCAL_KINDS
 
 
 def default_stale_after_s(storage_kind: str) -> float:

@@ -29,6 +29,7 @@ from search.objectives import Objective, cost_spec_from, resolve_objectives
 from search.search_space import SearchSpace, default_parallel_space, parse_space
 from search.study import (
     default_stale_after_s,
+    is_shared,
     make_sampler,
     make_storage,
     open_study,
@@ -147,6 +148,7 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     storage = make_storage(storage_kind, output_dir, study_name)  # after every check: no
     study = open_study(study_name=study_name, storage=storage, sampler=sampler,  # stray study
                        directions=[o.direction for o in objectives], resume=bool(search.resume),
+                       shared=is_shared(storage_kind),
                        metadata={"objectives": [o.name for o in objectives],
                                  "space": {k: repr(v) for k, v in space.distributions.items()}})
     stale_s = search.get("stale_after_s")

@@ -86,3 +86,24 @@ def test_sigkilled_search_resumes_exactly(tmp_path: Path) -> None:
                               filter_string="tags.`simsweep.kind` = 'trial'")
     hashes = [r.data.tags["simsweep.point_hash"] for r in runs]
     assert sorted(hashes) == sorted(f"trial-{t.number}" for t in complete)  # each once
+
+
+@pytest.mark.slow
+def test_two_drivers_share_one_study(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "search.cli", "search", "workload=gpt_tiny",
+           "system.num_gpus=16", "parallel.global_batch=32", f"search.output_dir={tmp_path}",
+           "search.study_name=shared", "search.storage=journal_shared", "search.n_trials=12",
+           "search.batch_size=2", "search.in_process=true", "tracking.enabled=false",
+           "search.log_plots=false", "parallel.tp=choice(1,2,4)", "parallel.pp=choice(1,2,4)",
+           "system.scaleout.bandwidth_GBps=interval(10,100)"]
+    procs = [subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE) for _ in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()[-2000:]
+    storage = make_storage("journal_shared", tmp_path / "shared", "shared")
+    trials = optuna.load_study(study_name="shared", storage=storage).trials
+    assert [t.number for t in trials] == list(range(len(trials)))
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    assert 12 <= len(trials) <= 12 + 2  # overshoot at most (drivers - 1) x batch_size
