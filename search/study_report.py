@@ -44,8 +44,11 @@ def best_trials(study: optuna.Study, objectives: Sequence[Objective]) -> list[Fr
     if len(objectives) == 1:
         return [trials[int(np.argmin(values[:, 0]))]]
     mask = pareto_mask(values)
-    front = [t for t, keep in zip(trials, mask, strict=True) if keep]
-    return sorted(front, key=lambda t: t.values[0])
+    front: dict[tuple[Any, ...], FrozenTrial] = {}
+    for trial, keep in zip(trials, mask, strict=True):
+        if keep:  # a point proposed twice is one member of the front (the first trial)
+            front.setdefault(tuple(sorted(trial.params.items())), trial)
+    return sorted(front.values(), key=lambda t: t.values[0])
 
 
 def trials_frame(study: optuna.Study, objectives: Sequence[Objective]) -> pl.DataFrame:
