@@ -9,6 +9,7 @@ always complete. :func:`publish_folder` replays the final step from disk for ``s
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,6 +112,9 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
         return
     known = None
     if track.logger is not None:
+        if track.logger.pending and bool(cfg.sweep.progress):
+            print(f"MLflow: logging the child runs of {track.logger.pending} more batches ...",
+                  file=sys.stderr, flush=True)
         track.logger.close()
         if track.logger.error is not None:
             err = track.logger.error

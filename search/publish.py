@@ -81,6 +81,11 @@ class PointLogger:
         while (frame := self._queue.get()) is not None:
             self._log(frame)
 
+    @property
+    def pending(self) -> int:
+        """Batches queued and not yet logged."""
+        return self._queue.qsize()
+
     def close(self) -> None:
         """Wait for queued rows to be logged."""
         if self._thread is not None:
