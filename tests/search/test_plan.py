@@ -84,3 +84,17 @@ def test_resume_refuses_a_folder_holding_another_sweep(plan_for, tmp_path):
     out, manifest = prepare_output(again, again.base_cfg)
     assert out == tmp_path and manifest["num_points"] == 2
     assert OmegaConf.load(tmp_path / "config.yaml").parallel.tp == 1
+
+
+def test_random_mode_draws_seeded_points_including_structural_axes(plan_for):
+    args = ("sweep.mode=random", "sweep.num_points=40", "sweep.seed=3", "parallel.tp=1,2",
+            "system.scaleout.bandwidth_GBps=interval(25,400)",
+            "system.accelerator.peak_tflops_bf16=int(interval(300,1000))")
+    one, two = plan_for(*args), plan_for(*args)
+    assert one.num_points == 40 and one.point_hash == two.point_hash
+    bw = one.columns["system.scaleout.bandwidth_GBps"]
+    assert bw.dtype == np.float64 and bw.min() >= 25 and bw.max() <= 400
+    peak = one.columns["system.accelerator.peak_tflops_bf16"]
+    assert peak.dtype == np.float64 and np.all(peak == np.round(peak))  # int draws, float field
+    assert sorted({c.parallel.tp for c in one.combos}) == [1, 2]
+    assert plan_for(*args[:2], "sweep.seed=4", *args[3:]).point_hash != one.point_hash
