@@ -117,3 +117,19 @@ def test_sqlite_storage_and_grid(tmp_path: Path) -> None:
     assert sorted((t.params["a"], t.params["b"]) for t in study.trials) == [
         (a, b) for a in (1, 2, 3) for b in range(2)]
     assert (tmp_path / "optuna.db").exists()
+
+
+def test_timeout_stops_asking_new_batches(tmp_path: Path) -> None:
+    study = _study(tmp_path)
+    slow_calls: list[int] = []
+
+    def slow(points: list[dict[str, Any]]) -> list[TrialOutcome]:
+        slow_calls.append(len(points))
+        import time
+
+        time.sleep(0.3)
+        return evaluate(points)
+
+    stats = run_batches(study, SPACE, slow, n_trials=100, batch_size=4, timeout_s=0.5)
+    assert 1 <= len(slow_calls) <= 3 and stats.n_evaluated == 4 * len(slow_calls)
+    assert len(study.trials) == stats.n_evaluated  # nothing asked and left behind
