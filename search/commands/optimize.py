@@ -16,6 +16,8 @@ Results: ``<search.output_dir>/<study>/results.parquet`` beside the study storag
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from typing import Any
 
@@ -110,6 +112,11 @@ def main(argv: list[str]) -> int:
     from search.study_driver import prepare_search, run_search
     from search.study_tracking import StudyTracking
 
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no migration chatter
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # this command prints its own summary
     conf, args = split_config_dir(argv)
     plain, space, derived = split_search_overrides(args)
     compose, _ = compose_session(conf)
