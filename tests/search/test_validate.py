@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 
 from search.commands import validate
+from tests.shared_paths import VALIDATION, needs_shared
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = next((p / "shared" / "validation" for p in (ROOT.parent, ROOT.parent.parent)
-               if (p / "shared" / "validation").is_dir()), ROOT.parent / "shared" / "validation")
-CASES = SHARED / "public_cases.csv"
-MEASURED = SHARED / "public_measured.csv"
+CASES = VALIDATION / "public_cases.csv"
+MEASURED = VALIDATION / "public_measured.csv"
+pytestmark = needs_shared
 
 
 def _read(path: Path) -> list[dict[str, str]]:

@@ -15,10 +15,10 @@ from simcore.traces.astra_inputs import (
     read_remote_memory,
     read_system,
 )
-from tests.simcore.astra._paths import gpt3_dir
+from tests.shared_paths import GPT3_INPUTS, needs_shared
 
-GPT3 = gpt3_dir()
-pytestmark = pytest.mark.skipif(not GPT3.exists(), reason="shared GPT-3 inputs not present")
+GPT3 = GPT3_INPUTS
+pytestmark = needs_shared
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,10 @@ from simcore.traces.astra_inputs import (
     read_remote_memory,
     read_system,
 )
-from tests.simcore.astra._paths import gpt3_dir
+from tests.shared_paths import GPT3_INPUTS, needs_shared
 
 DATA = Path(__file__).parents[2] / "data" / "astra"
-GPT3 = gpt3_dir()
+GPT3 = GPT3_INPUTS
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -127,7 +127,7 @@ def test_remote_memory_and_comm_groups(tmp_path: Path) -> None:
             read_comm_groups(_write(tmp_path, "b.json", bad), npus=4)
 
 
-@pytest.mark.skipif(not GPT3.exists(), reason="shared GPT-3 inputs not present")
+@needs_shared
 def test_gpt3_inputs_parse() -> None:
     assert read_system(GPT3 / "system.json").roofline_enabled
     assert read_network(GPT3 / "network.yml").npus == 64

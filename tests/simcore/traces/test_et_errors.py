@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
-from chakra_testdata import DATA, shared_inputs
+from chakra_testdata import DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simcore.errors import InputError
 from simcore.traces.et import read_trace
+from tests.shared_paths import GPT3_INPUTS, HAVE_SHARED
 
 GOLDEN = (DATA / "v0.0.4_all_reduce.3.et").read_bytes()
 
@@ -119,11 +120,10 @@ _SAMPLE: list[bytes] = []
 def _real_sample() -> bytes:
     """The first ~60 nodes of a real GPT-3 rank (or the golden file if not available)."""
     if not _SAMPLE:
-        folder = shared_inputs()
-        if folder is None:
+        if not HAVE_SHARED:
             _SAMPLE.append(GOLDEN)
         else:
-            raw = gzip.decompress((folder / "workload.0.et").read_bytes())
+            raw = gzip.decompress((GPT3_INPUTS / "workload.0.et").read_bytes())
             pos, count = 0, 0
             while count < 60:
                 length, shift, at = 0, 0, pos

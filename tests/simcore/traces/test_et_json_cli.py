@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from chakra_testdata import DATA, shared_inputs
+from chakra_testdata import DATA
 
 from search.cli import main
 from simcore.traces.et import read_trace, read_traces
 from simcore.traces.et_json import trace_to_json
+from tests.shared_paths import GPT3_INPUTS, needs_shared
 
 
 def test_show_prints_the_reference_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -63,11 +64,9 @@ def test_json_matches_message_to_json_on_every_attribute_kind(tmp_path: Path) ->
     assert ours == _official_json(path, len(nodes))
 
 
+@needs_shared
 def test_json_matches_message_to_json_on_gpt3() -> None:
-    folder = shared_inputs()
-    if folder is None:
-        pytest.skip("shared GPT-3 inputs not present")
-    path = folder / "workload.3.et"
+    path = GPT3_INPUTS / "workload.3.et"
     ours = list(itertools.islice(trace_to_json(read_trace(path, cache=False)), 301))
     assert ours == _official_json(path, 300)
 

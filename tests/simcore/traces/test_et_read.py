@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from chakra_testdata import DATA, shared_inputs
+from chakra_testdata import DATA
 
 from simcore.traces import et_cache
 from simcore.traces.et import AttrKind, NodeType, read_trace, read_traces, write_trace
 from simcore.traces.et_encode import encode_trace
+from tests.shared_paths import GPT3_INPUTS, needs_shared
 
 GOLDEN = DATA / "v0.0.4_all_reduce.3.et"
 
@@ -83,13 +84,11 @@ def test_disk_cache_hit_equals_fresh_decode_and_tracks_changes(tmp_path: Path) -
 
 
 @pytest.mark.slow
+@needs_shared
 def test_gpt3_inputs_match_the_official_parser_and_round_trip() -> None:
     pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
     protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
-    folder = shared_inputs()
-    if folder is None:
-        pytest.skip("shared GPT-3 inputs not present")
-    path = str(folder / "workload.5.et")
+    path = str(GPT3_INPUTS / "workload.5.et")
     t = read_trace(path, cache=False)
     fh = protolib.openFileRd(path)
     meta = pb.GlobalMetadata()
