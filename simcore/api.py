@@ -16,6 +16,7 @@ from typing import Any, cast
 import numpy as np
 
 from simcore.calibrated import overlap_slowdown
+from simcore.engine.astra_mode import astra_template_durations, astra_workload, check_fidelity
 from simcore.engine.evaluate import (
     CompiledWorkload,
     compile_workload,
@@ -71,13 +72,17 @@ def check_structure(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec
 
 
 @lru_cache(maxsize=32)
-def _compiled(model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> CompiledWorkload:
-    return compile_workload(build_transformer(model, par, gpus_per_node))
+def _compiled(model: ModelSpec, par: ParallelSpec, gpus_per_node: int,
+              fidelity: str = "calibrated") -> CompiledWorkload:
+    workload = build_transformer(model, par, gpus_per_node)
+    if fidelity == "astra":  # ASTRA-sim: one communication op in flight per NPU
+        workload = astra_workload(workload)
+    return compile_workload(workload)
 
 
-def compiled_workload(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec
-                      ) -> CompiledWorkload:
-    """The cached compiled graph of a valid structure.
+def compiled_workload(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec,
+                      fidelity: str = "calibrated") -> CompiledWorkload:
+    """The cached compiled graph of a valid structure (``fidelity`` as in :func:`simulate_batch`).
 
     Raises:
         InputError: the structure is invalid (see :func:`check_structure`).
@@ -85,7 +90,8 @@ def compiled_workload(model: ModelSpec, parallel: ParallelSpec, system: SystemSp
     par, reason = check_structure(model, parallel, system)
     if par is None:
         raise InputError("structure", f"{model.name}", reason)
-    return _compiled(model, par, system.gpus_per_node)
+    check_fidelity(fidelity)
+    return _compiled(model, par, system.gpus_per_node, fidelity)
 
 
 def _infeasible(b: int, reason: str, memory_gib: float = float("nan")) -> BatchResult:
@@ -98,14 +104,18 @@ def _infeasible(b: int, reason: str, memory_gib: float = float("nan")) -> BatchR
     )
 
 
-def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[SystemSpec]
-                   ) -> BatchResult:
+def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[SystemSpec],
+                   fidelity: str = "calibrated") -> BatchResult:
     """Simulate one training iteration of ``model`` under ``parallel`` on each system.
 
     Args:
         model: the transformer.
         parallel: the plan (``dp`` may be None: derived from ``num_gpus``).
         systems: B clusters sharing ``structure_key`` (same GPU count and GPUs per node).
+        fidelity: ``calibrated`` (predict real hardware: calibrated NCCL-aware collectives, one
+            stream per communication kind, overlap slowdown) or ``astra`` (reproduce ASTRA-sim's
+            analytical backend on the system ``simsweep chakra export`` writes:
+            :mod:`simcore.engine.astra_mode`).
 
     Returns:
         (B,) metrics; a point that does not fit or cannot be laid out is infeasible with its
@@ -116,6 +126,7 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
     """
     if len(systems) == 0:
         raise InputError("systems", 0, "a batch needs at least one system")
+    check_fidelity(fidelity)
     keys = {structure_key(model, parallel, s) for s in systems}
     if len(keys) != 1:
         raise InputError("systems", f"{len(keys)} structures",
@@ -126,14 +137,17 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
         return _infeasible(b, reason)
     supported = np.array([_peak_tflops(s, par.precision) > 0 for s in systems])
     if not supported.all():
-        return _split_unsupported(model, parallel, systems, supported, par.precision)
-    cw = _compiled(model, par, systems[0].gpus_per_node)
+        return _split_unsupported(model, parallel, systems, supported, par.precision, fidelity)
+    cw = _compiled(model, par, systems[0].gpus_per_node, fidelity)
     sb = SystemBatch.from_specs(systems)
     peak = sb.peak_flops[par.precision]
     # frozen specs satisfy calib's ModelLike/ParallelLike read-only; mypy wants settable
     fits, peak_gib, reasons = check_memory(cast(Any, model), cast(Any, par), sb)
-    slowdown = overlap_slowdown(sb)[0] - 1.0
-    bd = evaluate_times(cw, template_durations(cw, sb, par.precision), slowdown)
+    tdur = template_durations(cw, sb, par.precision)
+    if fidelity == "astra":  # ASTRA-sim's costs; no overlap slowdown in its analytical backend
+        bd = evaluate_times(cw, astra_template_durations(cw.workload, par, systems, tdur))
+    else:
+        bd = evaluate_times(cw, tdur, overlap_slowdown(sb)[0] - 1.0)
     flops = model.model_flops_per_sample() * par.global_batch
     tflops = flops / bd.iteration_time_s / par.num_gpus / 1e12
     exposed_total = np.zeros(b)
@@ -153,7 +167,8 @@ def _peak_tflops(system: SystemSpec, precision: str) -> float:
 
 
 def _split_unsupported(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[SystemSpec],
-                       supported: np.ndarray, precision: str) -> BatchResult:
+                       supported: np.ndarray, precision: str, fidelity: str = "calibrated"
+                       ) -> BatchResult:
     """Evaluate the points whose accelerator supports ``precision``; mask the others."""
     b = len(systems)
     out = _infeasible(b, "")
@@ -161,7 +176,7 @@ def _split_unsupported(model: ModelSpec, parallel: ParallelSpec, systems: Sequen
                for s in systems]
     idx = np.flatnonzero(supported)
     if idx.size:
-        sub = simulate_batch(model, parallel, [systems[int(i)] for i in idx])
+        sub = simulate_batch(model, parallel, [systems[int(i)] for i in idx], fidelity)
         for name in ("iteration_time_s", "compute_s", "exposed_comm_s", "bubble_s",
                      "peak_memory_gib", "model_tflops_per_gpu", "mfu", "feasible"):
             getattr(out, name)[idx] = getattr(sub, name)

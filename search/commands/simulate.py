@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
     args = _parse(argv)
     cfg = compose(list(args.overrides))
     model, parallel, system = build_specs(cfg)
-    result = simulate_batch(model, parallel, [system])
+    result = simulate_batch(model, parallel, [system], str(cfg.get("fidelity", "calibrated")))
     row = result.rows()[0]
     par, reason = check_structure(model, parallel, system)
     if args.trace and par is not None:
