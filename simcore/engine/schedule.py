@@ -23,7 +23,9 @@ is a batch of one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +33,7 @@ from numpy.typing import NDArray
 from simcore.engine._chains import chains as _chains
 from simcore.engine._chains import predecessors as _predecessors
 from simcore.engine._levels import find_cycle, levelize
+from simcore.engine._steps import Step, compile_steps
 from simcore.errors import InputError
 from simcore.workload.graph import Graph
 
@@ -62,6 +65,8 @@ class SchedulePlan:
         seg_chain: (S,) chain of each segment.
         chain_seg_ptr: (C+1,) first segment of each chain.
         levels: chains grouped by depth in the condensed DAG.
+        steps: the levels compiled for :func:`run_chains` (chains renumbered in level order).
+        level_pos: (C,) position of every chain in level order.
     """
 
     graph: Graph
@@ -71,6 +76,34 @@ class SchedulePlan:
     seg_chain: IntArray
     chain_seg_ptr: IntArray
     levels: tuple[_Level, ...]
+    steps: tuple[Step, ...] = ()
+    level_pos: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _work: dict[tuple[int, int], tuple[FloatArray, list[tuple[Any, ...]]]] = field(
+        default_factory=dict, repr=False)
+
+    def workspace(self, b: int) -> tuple[FloatArray, list[tuple[Any, ...]]]:
+        """Reused (C, B) start buffer (rows in level order) and the per-level operations on
+        views of it and of two (E, B) gather buffers, for a batch of ``b`` (per thread; fresh
+        pages are expensive, so repeated batches reuse them; root rows stay 0)."""
+        key = (threading.get_ident(), b)
+        work = self._work.get(key)
+        if work is None:
+            e = max([st.pred_segs.size for st in self.steps] + [1])
+            start = np.zeros((self.num_chains, b))
+            ga, gb = np.empty((e, b)), np.empty((e, b))
+            prog: list[tuple[Any, ...]] = []
+            for st in self.steps:
+                if st.k < 0:
+                    continue
+                n, m = st.pred_segs.size, st.hi - st.lo
+                blocks = [ga[j * m:(j + 1) * m] for j in range(max(st.k, 1))]
+                prog.append((st.k, st.pred_chains, st.pred_segs, start[st.lo:st.hi], ga[:n],
+                             gb[:n], blocks, st.seg))
+            work = (start, prog)
+            if len(self._work) >= 8:
+                self._work.clear()
+            self._work[key] = work
+        return work
 
     @property
     def num_levels(self) -> int:
@@ -193,8 +226,11 @@ def compile_plan(graph: Graph) -> SchedulePlan:
         levels.append(_Level(chains=chains, pred_segs=pred_segs, seg=seg,
                              pred_chains=seg_chain[pred_segs] if s else pred_segs,
                              single=bool(pred_segs.size == chains.size)))
+    steps, level_pos = compile_steps(
+        [(lv.chains, lv.pred_segs, lv.seg, lv.pred_chains) for lv in levels], c)
     return SchedulePlan(graph=graph, order=order, chain_of=chain_of, seg_ptr=seg_ptr,
-                        seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr, levels=tuple(levels))
+                        seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr, levels=tuple(levels),
+                        steps=steps, level_pos=level_pos)
 
 
 def _raise_cycle(graph: Graph, ptr: IntArray, idx: IntArray) -> None:
@@ -236,13 +272,28 @@ def run_chains(plan: SchedulePlan, seg_dur: FloatArray) -> ChainTimes:
     seg_end = _segment_ends(plan, np.asarray(seg_dur, dtype=np.float64))
     c = plan.num_chains
     b = seg_end.shape[1]
-    chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1] if c else np.zeros((0, b))
-    start = np.zeros((c, b))
-    for level in plan.levels:
-        if level.pred_segs.size:
-            t = start[level.pred_chains] + seg_end[level.pred_segs]
-            start[level.chains] = t if level.single else np.maximum.reduceat(t, level.seg, axis=0)
-    return ChainTimes(chain_start=start, chain_dur=chain_dur, seg_end=seg_end)
+    if c == 0:
+        return ChainTimes(chain_start=np.zeros((0, b)), chain_dur=np.zeros((0, b)),
+                          seg_end=seg_end)
+    chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1]
+    start, prog = plan.workspace(b)
+    take, add, maximum, reduceat = start.take, np.add, np.maximum, np.maximum.reduceat
+    seg_take = seg_end.take
+    for k, pred_chains, pred_segs, rows, ta, tb, blocks, seg in prog:
+        take(pred_chains, 0, ta)
+        seg_take(pred_segs, 0, tb)
+        if k == 1:
+            add(ta, tb, rows)
+        elif k > 1:
+            add(ta, tb, ta)
+            maximum(blocks[0], blocks[1], out=rows)
+            for blk in blocks[2:]:
+                maximum(rows, blk, out=rows)
+        else:
+            add(ta, tb, ta)
+            reduceat(ta, seg, 0, None, rows)
+    return ChainTimes(chain_start=start.take(plan.level_pos, axis=0), chain_dur=chain_dur,
+                      seg_end=seg_end)
 
 
 def run_schedule(plan: SchedulePlan, durations: FloatArray) -> ScheduleResult:
