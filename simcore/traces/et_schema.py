@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from simcore.workload.graph import CommType  # Chakra ``CollectiveCommType``, one definition
+
 __all__ = [
     "AttrKind",
     "CommType",
@@ -31,21 +33,6 @@ class NodeType(IntEnum):
     COMM_SEND_NODE = 5
     COMM_RECV_NODE = 6
     COMM_COLL_NODE = 7
-
-
-class CommType(IntEnum):
-    """Chakra ``CollectiveCommType``."""
-
-    ALL_REDUCE = 0
-    REDUCE = 1
-    ALL_GATHER = 2
-    GATHER = 3
-    SCATTER = 4
-    BROADCAST = 5
-    ALL_TO_ALL = 6
-    REDUCE_SCATTER = 7
-    REDUCE_SCATTER_BLOCK = 8
-    BARRIER = 9
 
 
 class AttrKind(IntEnum):
