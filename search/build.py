@@ -59,8 +59,13 @@ def build_parallel(cfg: DictConfig) -> ParallelSpec:
 
 
 def build_system(cfg: DictConfig) -> SystemSpec:
-    """``cfg.system`` -> :class:`SystemSpec`."""
-    return system_from_dict(_section(cfg, "system"))
+    """``cfg.system`` -> :class:`SystemSpec`; the ``collective`` and ``memory`` groups, when
+    composed, fill ``SystemSpec.collective`` / ``SystemSpec.memory``."""
+    data = _section(cfg, "system")
+    for group in ("collective", "memory"):
+        if cfg.get(group) is not None:
+            data[group] = _section(cfg, group)
+    return system_from_dict(data)
 
 
 def build_specs(cfg: DictConfig) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:

@@ -27,6 +27,7 @@ from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
 from simcore.hardware.batch import SystemBatch
 from simcore.memory import check_memory
+from simcore.memory.offload import apply_memory_tier
 from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
@@ -143,18 +144,27 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
     peak = sb.peak_flops[par.precision]
     # frozen specs satisfy calib's ModelLike/ParallelLike read-only; mypy wants settable
     fits, peak_gib, reasons = check_memory(cast(Any, model), cast(Any, par), sb)
+    tier = None
+    if fidelity == "calibrated" and any(s.memory.offloads for s in systems):
+        tier = apply_memory_tier(cast(Any, model), cast(Any, par), sb, fits, reasons)
+        fits, reasons = tier.fits, tier.reasons  # remote memory tier (conf/memory/)
+        peak_gib = np.where([s.memory.offloads for s in systems], tier.peak_gib, peak_gib)
     tdur = template_durations(cw, sb, par.precision)
     if fidelity == "astra":  # ASTRA-sim's costs; no overlap slowdown in its analytical backend
         bd = evaluate_times(cw, astra_template_durations(cw.workload, par, systems, tdur))
     else:
         bd = evaluate_times(cw, tdur, overlap_slowdown(sb)[0] - 1.0)
-    flops = model.model_flops_per_sample() * par.global_batch
-    tflops = flops / bd.iteration_time_s / par.num_gpus / 1e12
     exposed_total = np.zeros(b)
     for v in bd.exposed_by_kind.values():
         exposed_total += v
+    iteration_s = bd.iteration_time_s
+    if tier is not None:  # offload traffic on the critical path: exposed, in no comm kind
+        iteration_s = iteration_s + tier.transfer_s
+        exposed_total = exposed_total + tier.transfer_s
+    flops = model.model_flops_per_sample() * par.global_batch
+    tflops = flops / iteration_s / par.num_gpus / 1e12
     return BatchResult(
-        iteration_time_s=bd.iteration_time_s, compute_s=bd.compute_s,
+        iteration_time_s=iteration_s, compute_s=bd.compute_s,
         exposed_comm_s=exposed_total, bubble_s=bd.bubble_s,
         peak_memory_gib=peak_gib, model_tflops_per_gpu=tflops,
         mfu=tflops * 1e12 / peak, feasible=fits, reason=reasons,

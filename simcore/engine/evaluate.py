@@ -17,7 +17,8 @@ import numpy as np
 import scipy.sparse as sps
 from numpy.typing import NDArray
 
-from simcore.calibrated import collective_time_s, p2p_time_s
+from simcore.calibrated import p2p_time_s
+from simcore.calibrated.algorithms import algorithm_collective_time_s
 from simcore.engine.breakdown import exposed_by_kind
 from simcore.engine.result import COMM_KINDS
 from simcore.engine.schedule import ChainTimes, SchedulePlan, compile_plan, run_chains
@@ -122,7 +123,7 @@ def kernel_durations(ops: OpTable, sb: SystemBatch, precision: str) -> FloatArra
         out[idx] = memory_bound_time_s(sb, a[:, 0])
     idx, a = ops.kernel_args("coll")
     if idx.size:
-        out[idx] = collective_time_s(sb, a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+        out[idx] = algorithm_collective_time_s(sb, a[:, 0], a[:, 1], a[:, 2], a[:, 3])
     idx, a = ops.kernel_args("p2p")
     if idx.size:
         out[idx] = p2p_time_s(sb, a[:, 0], a[:, 1] > 0)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from simcore.errors import require
+from simcore.specs.collective import CollectiveSpec
+from simcore.specs.memory_tier import RemoteMemorySpec
 
 __all__ = [
     "PRECISIONS",
@@ -190,6 +192,9 @@ class SystemSpec:
         scaleup: the intra-node fabric (per-GPU bandwidth).
         scaleout: the inter-node fabric (per-GPU NIC bandwidth).
         calibration: fitted hardware-level parameters.
+        collective: collective algorithm per dimension (filled from the ``collective`` group;
+            the default keeps the calibrated NCCL-aware model).
+        memory: remote memory tier (filled from the ``memory`` group; default: none).
     """
 
     name: str = "dgx_a100_80g"
@@ -201,6 +206,8 @@ class SystemSpec:
         default_factory=lambda: TopologyDimSpec(kind="Switch", bandwidth_GBps=25.0,
                                                 latency_ns=5000.0))
     calibration: CalibrationSpec = field(default_factory=CalibrationSpec)
+    collective: CollectiveSpec = field(default_factory=CollectiveSpec)
+    memory: RemoteMemorySpec = field(default_factory=RemoteMemorySpec)
 
     def __post_init__(self) -> None:
         p = "system."
@@ -258,6 +265,8 @@ _NESTED: dict[tuple[type, str], type] = {
     (SystemSpec, "scaleup"): TopologyDimSpec,
     (SystemSpec, "scaleout"): TopologyDimSpec,
     (SystemSpec, "calibration"): CalibrationSpec,
+    (SystemSpec, "collective"): CollectiveSpec,
+    (SystemSpec, "memory"): RemoteMemorySpec,
 }
 
 
