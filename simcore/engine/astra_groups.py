@@ -35,6 +35,7 @@ class CommEndpoints:
     gpus_per_node: int
     rings: dict[int, set[tuple[int, ...]]] = field(default_factory=dict)
     pairs: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
+    _windows: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
 
     def dim(self, src: int, dst: int) -> int:
         """First dimension where two NPUs differ (0: local index, 1: node)."""
@@ -42,13 +43,20 @@ class CommEndpoints:
 
     def intra_window(self, template: int, steps: int) -> tuple[int, int]:
         """(min, max) over ranks of the scale-up hops among the ``steps`` ring hops into it."""
+        hit = self._windows.get((template, steps))
+        if hit is not None:
+            return hit
         lo, hi = steps, 0
         for ring in self.rings[template]:
-            n = len(ring)
-            intra = [self.dim(ring[j - 1], ring[j]) == 0 for j in range(n)]  # hop into member j
-            for i in range(n):
-                a = sum(intra[(i - t) % n] for t in range(steps))
-                lo, hi = min(lo, a), max(hi, a)
+            r = np.asarray(ring, dtype=np.int64)
+            intra = (r % self.gpus_per_node != np.roll(r, 1) % self.gpus_per_node).astype(np.int64)
+            n = r.size  # intra[j]: the hop into member j stays on dimension 0
+            reps = -(-steps // n) + 1
+            csum = np.concatenate([[0], np.cumsum(np.tile(intra, reps))])
+            ends = np.arange(n) + (reps - 1) * n + 1  # window of `steps` hops ending at member i
+            a = csum[ends] - csum[ends - steps]
+            lo, hi = min(lo, int(a.min())), max(hi, int(a.max()))
+        self._windows[(template, steps)] = (lo, hi)
         return lo, hi
 
     def p2p_dims(self, template: int) -> set[int]:

@@ -21,11 +21,12 @@ Durations (per template, (U, B) seconds, vectorized over the batch):
   bytes_per_ns)``.
 
 Issue rules: ASTRA-sim's workload layer keeps one communication op (collective or send) in flight
-per NPU. Here every communication stream of a stage (``s<k>.tp``, ``s<k>.dp``, ``s<k>.emb``, the
-sender's ``pp<a>><b>`` link, ...) is merged into one in-order ``s<k>.comm`` stream, and a blocking
-collective on the compute stream also occupies it. The merged stream runs in program order (node
-index = the exported node id); ASTRA-sim issues the lowest-id *ready* op, which may overtake an
-earlier one that is not ready yet, the one source of residual difference.
+per NPU. Here the communication ops of a stage (``s<k>.tp``, ``s<k>.dp``, ``s<k>.emb``, the
+sender's ``pp<a>><b>`` link, blocking collectives on the compute stream) run one at a time in one
+order: a topological order taking the lowest ready node index (= exported node id) first, which
+is ASTRA-sim's issue rule wherever readiness follows the order. ASTRA-sim decides at run time: a
+ready op may overtake an earlier one that is not ready yet, the one source of residual
+difference (the direct time is then later).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from simcore.astra.algorithms import lanes_for
 from simcore.astra.plan import LOCAL_DELAY_NS, chunk_sizes
 from simcore.engine._chains import predecessors
 from simcore.engine.astra_groups import CommEndpoints, comm_endpoints
+from simcore.engine.astra_machine import machine_collective_ns
 from simcore.errors import InputError
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec, TopologyDimSpec
@@ -119,10 +121,13 @@ def _permuted(graph: Graph, order: IntArray) -> Graph:
 
 
 def astra_graph(graph: Graph, ops: OpTable) -> Graph:
-    """``graph`` with every stage's communication streams merged into one ``s<k>.comm`` stream.
+    """``graph`` with every stage's communication ops in one in-order sequence per stage.
 
-    The nodes are first put in ASTRA-sim's issue order (:func:`_issue_order`) so that the
-    merged streams never wait for a node that depends on a later one.
+    The nodes are first put in ASTRA-sim's issue order (:func:`_issue_order`) so that the merged
+    sequence never waits for a node that depends on a later one. Communication off the compute
+    stream moves to one ``s<k>.comm`` stream; a blocking collective stays on the compute stream
+    only; between the two kinds the order is an explicit dependency (edges already implied by a
+    shared stream are left out, so compute runs keep collapsing into chains).
     """
     graph = _permuted(graph, _issue_order(graph))
     tmpl = graph.attr("template").astype(np.int64)
@@ -135,21 +140,33 @@ def astra_graph(graph: Graph, ops: OpTable) -> Graph:
             names.append(name)
         return ids[name]
 
-    ptr = [0]
-    idx: list[int] = []
+    res_ptr, res_idx = [0], []
+    dep_ptr, dep_idx = [0], []
+    last: dict[int, tuple[int, bool]] = {}  # stage -> (last comm node, on the compute stream)
     for i in range(graph.num_nodes):
         res = [graph.resource_names[int(r)] for r in graph.resources_of(i)]
         comp = [r for r in res if r.endswith(".compute")]
         other = [r for r in res if not r.endswith(".compute")]
-        if ops.template_kind[int(tmpl[i])] != COMPUTE or other:  # compute keeps its stream only
+        deps = graph.deps_of(i).tolist()
+        if ops.template_kind[int(tmpl[i])] != COMPUTE or other:
+            on_compute = bool(comp)
             stages = sorted({_stream_stage(r) for r in res})
-            new = [rid(r) for r in comp] + [rid(f"s{s}.comm") for s in stages]
+            for st in stages:
+                prev = last.get(st)
+                if prev is not None and prev[1] != on_compute and prev[0] not in deps:
+                    deps.append(prev[0])
+                last[st] = (i, on_compute)
+            new = [rid(r) for r in comp] if on_compute else [rid(f"s{st}.comm") for st in stages]
         else:
             new = [rid(r) for r in comp]
-        idx.extend(new)
-        ptr.append(len(idx))
-    return replace(graph, res_ptr=np.asarray(ptr, dtype=np.int64),
-                   res_idx=np.asarray(idx, dtype=np.int64), resource_names=tuple(names))
+        res_idx.extend(new)
+        res_ptr.append(len(res_idx))
+        dep_idx.extend(deps)
+        dep_ptr.append(len(dep_idx))
+    return replace(graph, res_ptr=np.asarray(res_ptr, dtype=np.int64),
+                   res_idx=np.asarray(res_idx, dtype=np.int64), resource_names=tuple(names),
+                   dep_ptr=np.asarray(dep_ptr, dtype=np.int64),
+                   dep_idx=np.asarray(dep_idx, dtype=np.int64))
 
 
 def astra_workload(workload: TransformerWorkload) -> TransformerWorkload:
@@ -242,6 +259,9 @@ def astra_template_durations(workload: TransformerWorkload, par: ParallelSpec,
             n = int(args[2])
             if n <= 1 or t not in ends.rings:  # a group of one: a 0 us compute node
                 out[t] = 1e-9
+            elif n == systems[0].num_gpus and systems[0].num_nodes > 1:  # not a comm-group ring
+                comm = _COMMS.get(CommType(int(args[0])), "")
+                out[t] = machine_collective_ns(systems, comm, size) * 1e-9
             else:
                 out[t] = _collective_ns(links, ends, t, int(args[0]), size, n) * 1e-9
         elif cost == "p2p":
