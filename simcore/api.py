@@ -53,9 +53,11 @@ def check_structure(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec
     except InputError as err:
         return None, str(err)
     m = model
+    try:  # uneven splits are allowed (simcore.specs.layer_split); each chunk needs a layer
+        par.chunk_layers(m.num_layers)
+    except InputError as err:
+        return None, str(err)
     rules = [
-        (m.num_layers % (par.pp * par.vp) == 0, "workload.num_layers", m.num_layers,
-         f"must be divisible by pp*vp={par.pp * par.vp}"),
         (m.num_heads % par.tp == 0, "workload.num_heads", m.num_heads,
          f"must be divisible by tp={par.tp}"),
         (m.kv_heads % par.tp == 0, "workload.num_kv_heads", m.kv_heads,

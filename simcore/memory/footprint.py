@@ -22,7 +22,9 @@ Model and sources:
 * **In-flight micro-batches** (Narayanan et al. 2021 / Korthikanti et al. 2022 §4.2.3):
   1F1B stage ``i`` of ``p`` keeps ``min(p - i, m)`` micro-batches; the interleaved schedule
   keeps ``min(2 (p - i - 1) + (v - 1) p + 1, m v)`` model chunks of ``L / (p v)`` layers, i.e.
-  ``(1 + (p - 1)/(p v))`` times 1F1B on the first stage.
+  ``(1 + (p - 1)/(p v))`` times 1F1B on the first stage. Uneven layer splits
+  (:mod:`simcore.specs.layer_split`): a stage holds its own layer count (weights and 1F1B
+  activations); interleaved in-flight chunks are counted at the stage's mean chunk size.
 * The last stage also holds the fp32 logits of the cross-entropy, ``4 s b V / t``.
 
 Model and parallel specs are read through the attributes named in :class:`ModelLike` and
@@ -32,6 +34,8 @@ Model and parallel specs are read through the attributes named in :class:`ModelL
 from __future__ import annotations
 
 from typing import Protocol
+
+from simcore.specs.layer_split import chunk_layers, stage_layers
 
 __all__ = ["ModelLike", "ParallelLike", "footprint_bytes", "layers_in_stage"]
 
@@ -83,9 +87,20 @@ class ParallelLike(Protocol):
     def dp_size(self) -> int: ...  # noqa: D102
 
 
-def layers_in_stage(num_layers: int, pp: int, stage: int) -> int:
-    """Transformer layers on pipeline stage ``stage`` (the first ``L % pp`` stages get one more)."""
-    return num_layers // pp + (1 if stage < num_layers % pp else 0)
+def layers_in_stage(num_layers: int, pp: int, stage: int, vp: int = 1,
+                    first_stage_layers: int | None = None,
+                    last_stage_layers: int | None = None) -> int:
+    """Transformer layers on pipeline stage ``stage``: the sum over its ``vp`` model chunks of
+    :func:`simcore.specs.layer_split.chunk_layers` (as even as possible, the first
+    ``L % (pp vp)`` chunks get one more, unless the first/last stage counts are given)."""
+    split = chunk_layers(num_layers, pp, vp, first_stage_layers, last_stage_layers)
+    return stage_layers(split, pp, stage)
+
+
+def _layers(model: ModelLike, par: ParallelLike, stage: int) -> int:
+    return layers_in_stage(model.num_layers, par.pp, stage, par.vp,
+                           getattr(par, "first_stage_layers", None),
+                           getattr(par, "last_stage_layers", None))
 
 
 def _stage_params(model: ModelLike, par: ParallelLike, stage: int) -> float:
@@ -93,7 +108,7 @@ def _stage_params(model: ModelLike, par: ParallelLike, stage: int) -> float:
     layer = model.attention_params / t + (model.num_experts / par.ep) * model.expert_params / t
     if model.num_experts > 1:
         layer += model.hidden_size * model.num_experts
-    params = layers_in_stage(model.num_layers, par.pp, stage) * layer
+    params = _layers(model, par, stage) * layer
     embedding = model.vocab_size * model.hidden_size / t
     if stage == 0:
         params += embedding
@@ -130,9 +145,9 @@ def _in_flight_layers(model: ModelLike, par: ParallelLike, stage: int) -> float:
     if p == 1:
         return float(model.num_layers)
     if v == 1:
-        return float(min(p - stage, m) * layers_in_stage(model.num_layers, p, stage))
+        return float(min(p - stage, m) * _layers(model, par, stage))
     chunks = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
-    return chunks * model.num_layers / (p * v)
+    return chunks * _layers(model, par, stage) / v  # uneven: the stage's mean chunk
 
 
 def footprint_bytes(model: ModelLike, parallel: ParallelLike, stage: int) -> dict[str, int]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simcore.errors import InputError, require
+from simcore.specs.layer_split import chunk_layers
 
 __all__ = ["PRECISIONS", "RECOMPUTE_MODES", "ParallelSpec"]
 
@@ -54,6 +55,9 @@ class ParallelSpec:
             (as in Narayanan et al. 2021 and Korthikanti et al. 2022).
         rank_order: how ranks are numbered, innermost dimension first (consecutive ranks
             share a node): ``tp-cp-dp-pp`` keeps TP inside the scale-up domain.
+        first_stage_layers, last_stage_layers: explicit layer counts of the first / last
+            pipeline stage (Megatron-Core's ``decoder_first/last_pipeline_num_layers``);
+            ``None`` = layers split as evenly as possible (:mod:`simcore.specs.layer_split`).
     """
 
     tp: int = 1
@@ -72,13 +76,16 @@ class ParallelSpec:
     precision: str = "bf16"
     flash_attention: bool = True
     rank_order: str = "tp-cp-dp-pp"
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
 
     def __post_init__(self) -> None:
         p = "parallel."
         for key in ("tp", "pp", "cp", "ep", "vp", "micro_batch", "global_batch"):
             _positive_int(getattr(self, key), p + key)
-        if self.dp is not None:
-            _positive_int(self.dp, p + "dp")
+        for key in ("dp", "first_stage_layers", "last_stage_layers"):
+            if getattr(self, key) is not None:
+                _positive_int(getattr(self, key), p + key)
         for key in ("sequence_parallel", "dp_overlap", "tp_comm_overlap", "flash_attention"):
             require(isinstance(getattr(self, key), bool), p + key, getattr(self, key),
                     "must be true or false")
@@ -94,6 +101,15 @@ class ParallelSpec:
                 "must order the four dimensions tp, cp, dp, pp joined by '-' (innermost first)")
         require(self.vp == 1 or self.pp > 1, p + "vp", self.vp,
                 "virtual pipeline stages need pp > 1")
+
+    def chunk_layers(self, num_layers: int) -> tuple[int, ...]:
+        """Layers of each model chunk ``v = c * pp + s`` (:func:`layer_split.chunk_layers`).
+
+        Raises:
+            InputError: a chunk would get no layer, or the override does not add up.
+        """
+        return chunk_layers(num_layers, self.pp, self.vp, self.first_stage_layers,
+                            self.last_stage_layers)
 
     @property
     def model_parallel(self) -> int:

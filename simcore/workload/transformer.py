@@ -51,7 +51,10 @@ class TransformerWorkload:
         ops: kernels and templates.
         num_stages: pipeline stages (= representative ranks).
         in_flight: per stage, the most micro-batch chunks whose activations are alive at once.
-        layers_per_chunk: transformer layers per model chunk.
+        layers_per_chunk: transformer layers of the largest model chunk.
+        chunk_layers: layers of each model chunk ``v = c * pp + s`` (uneven splits:
+            :mod:`simcore.specs.layer_split`); each stage's graph has its own count, so the
+            schedule (and its bubbles) follows the slowest stage.
     """
 
     graph: Graph
@@ -60,6 +63,7 @@ class TransformerWorkload:
     in_flight: tuple[int, ...]
     layers_per_chunk: int
     dp_overlap: bool = True
+    chunk_layers: tuple[int, ...] = ()
 
 
 _SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
@@ -74,7 +78,7 @@ class _Generator:
         self.lops: LayerOps = build_layer_ops(model, par, self.spans, self.ops)
         self.b = GraphBuilder("transformer")
         self.V = par.pp * par.vp
-        self.lpc = model.num_layers // self.V
+        self.chunk_layers = par.chunk_layers(model.num_layers)
         self.m = par.num_micro_batches
         self._templates()
 
@@ -129,7 +133,7 @@ class _Generator:
         self.gathers: dict[tuple[int, int], int] = {}
         if zero in (1, 2) and overlap:  # steady state: last step's gathers overlap this forward
             for c in range(p.vp):
-                for j in range(self.lpc):
+                for j in range(self.chunk_layers[c * p.pp + s]):
                     self.gathers[(c, j)] = self._dp_nodes(e, dp_stream, self.gather_tmpl, [])
         grads: list[int] = []
         n_reduce = 0
@@ -144,7 +148,7 @@ class _Generator:
                 alive -= 1
                 got = self._backward(e, op, v, dp_stream)
                 grads += got
-                n_reduce += len(got) if overlap else self._reduces(op)
+                n_reduce += len(got) if overlap else self._reduces(op, v)
         ends = s == 0 or s == p.pp - 1  # holds the word embedding or the output layer
         if not overlap:  # gradient reduction after the flush, layer by layer
             tail = [e.last] if e.last is not None else []
@@ -157,11 +161,12 @@ class _Generator:
             grads.append(e.node(self.emb_grad, dp_stream, [e.last] if e.last else [], "dp_emb"))
         if ends and p.pp > 1:
             grads.append(self._tied_embedding(e))
-        stage_params = self.layer_params * self.lpc * p.vp
+        n_layers = sum(self.chunk_layers[s::p.pp])
+        stage_params = self.layer_params * n_layers
         stage_params += self.emb_params if s in (0, p.pp - 1) else 0.0
         opt = e.comp(self.opt_tmpl(stage_params), grads)
         if zero in (1, 2) and not overlap:
-            for _ in range(self.lpc * p.vp):
+            for _ in range(n_layers):
                 self._dp_nodes(e, dp_stream, self.gather_tmpl, [opt])
         return peak
 
@@ -179,9 +184,9 @@ class _Generator:
                    template=self.emb_tied, stage=0)
         return _EMB_TIED_ID
 
-    def _reduces(self, op: PipeOp) -> int:
+    def _reduces(self, op: PipeOp, v: int) -> int:
         reduce_now = self.par.zero_stage >= 2 or op.micro_batch == self.m - 1
-        return self.lpc if reduce_now else 0
+        return self.chunk_layers[v] if reduce_now else 0
 
     def _dp_nodes(self, e: Emitter, stream: str, tmpls: list[int], deps: list[int]) -> int:
         last = -1
@@ -195,7 +200,7 @@ class _Generator:
         if v == 0:
             e.comp(lo.embed_fwd, deps)
             deps = []
-        for j in range(self.lpc):
+        for j in range(self.chunk_layers[v]):
             if self.par.zero_stage == 3:
                 deps.append(self._zero3_gather(e, dp))
             gather = self.gathers.pop((op.chunk, j), None)
@@ -215,9 +220,9 @@ class _Generator:
         if v == self.V - 1:
             e.steps(lo.head_bwd, p.tp_comm_overlap, deps)
             deps = []
-        reduce_now = self._reduces(op) > 0 and p.dp_overlap
+        reduce_now = self._reduces(op, v) > 0 and p.dp_overlap
         grads: list[int] = []
-        for _ in range(self.lpc):
+        for _ in range(self.chunk_layers[v]):
             if p.zero_stage == 3:
                 deps.append(self._zero3_gather(e, dp))
             if lo.recompute:
@@ -259,5 +264,5 @@ def build_transformer(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: i
     gen = _Generator(model, parallel, gpus_per_node)
     flights = tuple(gen.stage(s) for s in range(parallel.pp))
     return TransformerWorkload(graph=gen.b.build(), ops=gen.ops, num_stages=parallel.pp,
-                               in_flight=flights, layers_per_chunk=gen.lpc,
-                               dp_overlap=parallel.dp_overlap)
+                               in_flight=flights, layers_per_chunk=max(gen.chunk_layers),
+                               dp_overlap=parallel.dp_overlap, chunk_layers=gen.chunk_layers)
