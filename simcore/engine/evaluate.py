@@ -213,11 +213,19 @@ def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes, busy: 
         counts = cw.stage_counts[s]
         for ki, k in enumerate(COMM_KINDS):  # blocking collectives on the compute stream
             exposed[k][cols] += ((counts * (cw.template_kind == ki)) @ tdur)[cols]
-        start = times.chain_start[:, cols]
-        finish = start + times.chain_dur[:, cols]
+        # gather only this stage's chains (rows first), columns only when the pick is mixed
         cc = cw.compute_chains[s]
-        comm = {k: (start[c], finish[c]) for k, c in cw.comm_chains[s].items()}
-        off, _ = exposed_by_kind(start[cc], finish[cc], comm)
+        parts = [cc, *cw.comm_chains[s].values()]
+        rows = np.concatenate(parts)
+        start = times.chain_start.take(rows, axis=0)
+        dur = times.chain_dur.take(rows, axis=0)
+        if cols.size < b:
+            start, dur = start[:, cols], dur[:, cols]
+        finish = start + dur
+        bounds = np.cumsum([0] + [p.size for p in parts])
+        comm = {k: (start[bounds[i + 1]:bounds[i + 2]], finish[bounds[i + 1]:bounds[i + 2]])
+                for i, k in enumerate(cw.comm_chains[s])}
+        off, _ = exposed_by_kind(start[:cc.size], finish[:cc.size], comm)
         for k, v in off.items():
             exposed[k][cols] += v
     exposed_total = np.zeros(b)
