@@ -30,7 +30,7 @@ OUT_COLUMNS = ("case_id", "iter_time_s", "model_tflops_per_gpu", "mfu", "peak_me
                "fits_memory", "status", "error")
 _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
         "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
-        "dp", "vp", "cp", "ep", "zero_stage")
+        "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers")
 _BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
 _MODEL_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size",
                "seq_len", "vocab_size")
@@ -118,7 +118,9 @@ def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, 
     if (row.get("mlp") or "").strip():
         model_kwargs["mlp"] = row["mlp"].strip()
     model = ModelSpec(name=_field(row, "case_id"), **model_kwargs)
-    plan = ParallelSpec(**{k: _field(row, k) for k in _PLAN_KEYS},
+    optional = {k: _field(row, k) for k in ("first_stage_layers", "last_stage_layers")
+                if (row.get(k) or "").strip()}  # uneven pipeline split override (optional)
+    plan = ParallelSpec(**{k: _field(row, k) for k in _PLAN_KEYS}, **optional,
                         flash_attention=ATTENTION_IMPLS[impl])
     return model, plan, spec
 
