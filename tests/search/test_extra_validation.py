@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from search.commands.validate import predict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
@@ -22,6 +24,7 @@ def _rows(name: str) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow  # six 530B/176B graphs: about a minute on 2 loaded cores
 def test_every_extra_case_predicts_ok_and_ranks_right() -> None:
     cases = _rows("extra_cases.csv")
     measured = {r["case_id"]: float(r["iter_time_s"]) for r in _rows("extra_measured.csv")}
