@@ -60,11 +60,13 @@ def build_parallel(cfg: DictConfig) -> ParallelSpec:
 
 def build_system(cfg: DictConfig) -> SystemSpec:
     """``cfg.system`` -> :class:`SystemSpec`; the ``collective`` and ``memory`` groups, when
-    composed, fill ``SystemSpec.collective`` / ``SystemSpec.memory``."""
+    composed, fill ``SystemSpec.collective`` / ``SystemSpec.memory`` (keys set under
+    ``system.collective`` / ``system.memory`` win, as a sweep's hardware axes do)."""
     data = _section(cfg, "system")
     for group in ("collective", "memory"):
         if cfg.get(group) is not None:
-            data[group] = _section(cfg, group)
+            inner = data.get(group) or {}
+            data[group] = {**_section(cfg, group), **(inner if isinstance(inner, dict) else {})}
     return system_from_dict(data)
 
 

@@ -56,3 +56,20 @@ def test_sweep_over_collective_and_memory_groups(plan_for) -> None:  # type: ign
         extra_pool = pool["iteration_time_s"] - local["iteration_time_s"]
         extra_node = node["iteration_time_s"] - local["iteration_time_s"]
         assert extra_node / extra_pool == pytest.approx((8 / 128) / (16 / 512), rel=1e-6)
+
+
+def test_system_memory_axis_is_vectorized_and_equals_a_full_composition(plan_for) -> None:  # type: ignore[no-untyped-def]
+    from search.build import build_specs
+    from search.driver import compose_session
+    from search.plan import format_value
+    from tests.search.conftest import CONF
+
+    plan = plan_for("memory=pool", "system.memory.bandwidth_GBps=128,512")
+    assert plan.hardware == {"system.memory.bandwidth_GBps": "memory.bandwidth_GBps"}
+    compose = compose_session(CONF)[0]
+    for batch in iter_batches(plan, 16, np.zeros(0, dtype=np.int64)):
+        systems, _ = materialize_systems(batch)
+        for pid, system in zip(batch.point_ids.tolist(), systems, strict=True):
+            value = format_value(plan.columns["system.memory.bandwidth_GBps"][pid])
+            full = build_specs(compose(["memory=pool", f"+system.memory.bandwidth_GBps={value}"]))
+            assert system == full[2] and system.memory.kind == "pool"
