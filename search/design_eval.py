@@ -48,6 +48,7 @@ class Group:
     model: Any
     parallel: Any
     systems: tuple[Any, ...]
+    fidelity: str = "calibrated"
 
 
 Runner = Callable[[list[Group]], list[Columns]]  # groups -> result columns, same order
@@ -70,7 +71,7 @@ def in_process_runner(groups: list[Group]) -> list[Columns]:
     """Evaluate groups in this process (tests, benchmarks, ``ray.num_workers=0``)."""
     from simcore.api import simulate_batch
 
-    return [result_columns(simulate_batch(g.model, g.parallel, list(g.systems)))
+    return [result_columns(simulate_batch(g.model, g.parallel, list(g.systems), g.fidelity))
             for g in groups]
 
 
@@ -192,8 +193,9 @@ class DesignEvaluator:
             key = f"{p.model!r}|{p.parallel!r}|{structure_key(p.model, p.parallel, p.system)!r}"
             groups.setdefault(key, []).append(p)
         self.n_batches += len(groups)
+        fidelity = str(self.base_cfg.get("fidelity", "calibrated"))
         return [(Group(label, members[0].model, members[0].parallel,
-                       tuple(p.system for p in members)), members)
+                       tuple(p.system for p in members), fidelity), members)
                 for label, members in groups.items()]
 
     def __call__(self, points: list[dict[str, Any]]) -> list[TrialOutcome]:

@@ -79,7 +79,7 @@ def iter_batches(plan: SweepPlan, batch_size: int, done: np.ndarray,
                 base_index=np.array([local[c] for c in plan.combo_of[chunk].tolist()],
                                     dtype=np.int64),
                 overrides={path: plan.columns[k][chunk] for k, path in plan.hardware.items()},
-                cost=cost)
+                cost=cost, fidelity=combo.fidelity)
             batch_id += 1
 
 

@@ -53,6 +53,7 @@ class Combo:
     system: Any
     config_hash: str
     batch_key: str  # equal batch_key => may share one simulate_batch call
+    fidelity: str = "calibrated"  # simcore.api.simulate_batch fidelity mode
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,6 +109,7 @@ def _sha(text: str) -> str:
 
 def _sim_config_hash(cfg: DictConfig) -> str:
     tree = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in _SIM_GROUPS if g in cfg}
+    tree["fidelity"] = str(cfg.get("fidelity", "calibrated"))
     return _sha(json.dumps(tree, sort_keys=True, default=str))
 
 
@@ -178,8 +180,10 @@ def _combo(compose: Composer, overrides: tuple[str, ...]) -> Combo:
     validate_config(cfg)
     model, parallel, system = _build(cfg)
     key = _structure(model, parallel, system)
-    batch_key = _sha(f"{model!r}|{parallel!r}|{key}")
-    return Combo(overrides, cfg, model, parallel, system, _sim_config_hash(cfg), batch_key)
+    fidelity = str(cfg.get("fidelity", "calibrated"))
+    batch_key = _sha(f"{model!r}|{parallel!r}|{key}|{fidelity}")
+    return Combo(overrides, cfg, model, parallel, system, _sim_config_hash(cfg), batch_key,
+                 fidelity)
 
 
 def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Sequence[str]) -> SweepPlan:

@@ -50,6 +50,7 @@ class SpecBatch:
         overrides: dotted path inside SystemSpec (``scaleout.bandwidth_GBps``) -> (B,) values.
         cost: a ``simcore.cost.ClusterCostSpec`` to add ``cost_usd_per_iter``, ``capex_usd``
             and ``power_kw`` (None: no cost columns).
+        fidelity: ``calibrated`` or ``astra`` (``simcore.api.simulate_batch``).
     """
 
     batch_id: int
@@ -61,6 +62,7 @@ class SpecBatch:
     base_index: NDArray[np.int64]
     overrides: Mapping[str, NDArray[Any]] = field(default_factory=dict)
     cost: Any = None
+    fidelity: str = "calibrated"
 
     @property
     def size(self) -> int:
@@ -167,7 +169,7 @@ def evaluate_batch(batch: SpecBatch) -> dict[str, NDArray[Any]]:
     ok = [i for i, s in enumerate(systems) if s is not None]
     cols: dict[str, NDArray[Any]] = {}
     if ok:
-        res = simulate_batch(batch.model, batch.parallel, [systems[i] for i in ok])
+        res = simulate_batch(batch.model, batch.parallel, [systems[i] for i in ok], batch.fidelity)
         found = _result_columns(res)
         if batch.cost is not None:
             found.update(_cost_columns([systems[i] for i in ok], found["iteration_time_s"],

@@ -81,7 +81,8 @@ def _runner(cfg: Any) -> tuple[Any, Any, bool]:
         batches = [SpecBatch(batch_id=next(counter), group=g.label[-64:],
                              point_ids=np.arange(len(g.systems), dtype=np.int64),
                              model=g.model, parallel=g.parallel, bases=g.systems,
-                             base_index=np.arange(len(g.systems), dtype=np.int64))
+                             base_index=np.arange(len(g.systems), dtype=np.int64),
+                             fidelity=g.fidelity)
                    for g in groups]
         by_id = {out.batch_id: out.columns for out in pool.imap_unordered(batches)}
         return [by_id[b.batch_id] for b in batches]

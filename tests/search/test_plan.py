@@ -98,3 +98,23 @@ def test_random_mode_draws_seeded_points_including_structural_axes(plan_for):
     assert peak.dtype == np.float64 and np.all(peak == np.round(peak))  # int draws, float field
     assert sorted({c.parallel.tp for c in one.combos}) == [1, 2]
     assert plan_for(*args[:2], "sweep.seed=4", *args[3:]).point_hash != one.point_hash
+
+
+def test_fidelity_axis_splits_batches_and_reaches_the_simulator(plan_for):
+    """A sweep over ``fidelity`` evaluates each point in the mode it names (not always calibrated)."""
+    from search.workers import evaluate_batch
+    from simcore.api import simulate_batch
+
+    plan = plan_for("system.num_gpus=16", "parallel.tp=2", "parallel.pp=2",
+                    "parallel.global_batch=16", "workload=gpt_tiny", "system=dgx_a100_80g",
+                    "fidelity=calibrated,astra")
+    assert plan.num_points == 2 and len({c.batch_key for c in plan.combos}) == 2
+    times = {}
+    for batch in iter_batches(plan, 8, np.zeros(0, dtype=np.int64)):
+        cols = evaluate_batch(batch)
+        assert cols["feasible"].all()
+        times[batch.fidelity] = float(cols["iteration_time_s"][0])
+        combo = next(c for c in plan.combos if c.fidelity == batch.fidelity)
+        direct = simulate_batch(combo.model, combo.parallel, [combo.system], batch.fidelity)
+        assert times[batch.fidelity] == float(direct.iteration_time_s[0])
+    assert set(times) == {"calibrated", "astra"} and times["astra"] != times["calibrated"]
