@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from simcore.calibrated import overlap_slowdown
 from simcore.engine.astra_mode import astra_template_durations, astra_workload, check_fidelity
@@ -151,6 +152,8 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
         tier = apply_memory_tier(cast(Any, model), cast(Any, par), sb, fits, reasons)
         fits, reasons = tier.fits, tier.reasons  # remote memory tier (conf/memory/)
         peak_gib = np.where([s.memory.offloads for s in systems], tier.peak_gib, peak_gib)
+    elif fidelity == "astra" and any(s.memory.offloads for s in systems):
+        fits, reasons = _no_tier_in_astra_mode(systems, fits, reasons)
     tdur = template_durations(cw, sb, par.precision)
     if fidelity == "astra":  # ASTRA-sim's costs; no overlap slowdown in its analytical backend
         bd = evaluate_times(cw, astra_template_durations(cw.workload, par, systems, tdur))
@@ -197,3 +200,14 @@ def _split_unsupported(model: ModelSpec, parallel: ParallelSpec, systems: Sequen
         for j, i in enumerate(idx):
             reasons[i] = sub.reason[j]
     return BatchResult(**{**out.__dict__, "reason": tuple(reasons)})
+
+
+def _no_tier_in_astra_mode(systems: Sequence[SystemSpec], fits: NDArray[np.bool_],
+                           reasons: tuple[str, ...]) -> tuple[NDArray[np.bool_], tuple[str, ...]]:
+    """Points that offload to a memory tier are infeasible in ``astra`` mode, with the reason:
+    the system ``simsweep chakra export`` writes (and so ASTRA-sim) has no remote memory tier."""
+    offloads = np.array([s.memory.offloads for s in systems])
+    why = ("memory offload is not modelled with fidelity=astra (ASTRA-sim's exported system has "
+           "no remote memory tier); use fidelity=calibrated")
+    return fits & ~offloads, tuple(why if o else r for o, r in zip(offloads, reasons, strict=True))
+

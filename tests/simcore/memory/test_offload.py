@@ -97,3 +97,9 @@ def test_activation_offload_by_hand_on_one_gpu() -> None:
     transfer = accesses * 500e-9 + moved / 20e9
     assert off["iteration_time_s"] - base["iteration_time_s"] == pytest.approx(transfer)
     assert base["peak_memory_gib"] - off["peak_memory_gib"] == pytest.approx(act / 2 / GIB)
+
+
+def test_astra_fidelity_marks_offloading_points_infeasible_instead_of_ignoring_the_tier() -> None:
+    res = simulate_batch(MODEL, PAR, [_system(16), _system(16, **_opt("pool"))], "astra")
+    assert res.feasible.tolist() == [True, False]
+    assert "fidelity=astra" in res.reason[1] and res.reason[0] == ""
