@@ -1,7 +1,7 @@
 """The one translation from a composed Hydra config to simulator specs.
 
 ``build_specs(cfg)`` turns ``cfg.workload``, ``cfg.parallel`` and ``cfg.system`` (plain YAML
-keys = spec field names, COORDINATION.md) into frozen :class:`ModelSpec`, :class:`ParallelSpec`
+keys = spec field names) into frozen :class:`ModelSpec`, :class:`ParallelSpec`
 and :class:`SystemSpec`. Unknown keys and bad values raise :class:`~simcore.errors.InputError`
 naming the key, the value and the rule, before any work is done.
 """

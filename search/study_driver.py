@@ -2,7 +2,7 @@
 
 Pipeline (DESIGN.md "User-facing contract"): the search section of the composed config gives
 the space, objectives, sampler, budget and storage (:class:`SearchSetup`); the study is created
-or resumed (:mod:`search.study`); batches of trials are evaluated by the sweep engineer's Ray
+or resumed (:mod:`search.study`); batches of trials are evaluated by the sweep's Ray
 :class:`~search.workers.WorkerPool` (in-process when ``ray.num_workers=0``) through
 :class:`~search.design_eval.DesignEvaluator`; each told batch is logged as MLflow child runs
 (:mod:`search.study_tracking`); at the end the results table is rebuilt from the storage and the

@@ -1,4 +1,4 @@
-"""MLflow record of a study, on the sweep engineer's batched :class:`search.tracking.Tracker`.
+"""MLflow record of a study, on the sweep's batched :class:`search.tracking.Tracker`.
 
 Layout (DESIGN.md "MLflow layout"): one experiment per study (``search-<study name>``), one
 parent run per study (found again on resume by its ``simsweep.sweep_id`` tag

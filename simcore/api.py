@@ -1,4 +1,4 @@
-"""Public evaluation API: :func:`simulate_batch` and :func:`structure_key` (COORDINATION.md).
+"""Public evaluation API: :func:`simulate_batch` and :func:`structure_key`.
 
 Design points that share the model, the parallel plan and the cluster shape (GPU count, GPUs
 per node) share the graph structure; they differ only in hardware numbers (FLOP/s, bandwidths,

@@ -3,7 +3,7 @@
 Every metric is a (B,) numpy array over the batch (DESIGN.md, "The vectorized engine");
 infeasible points are data (``feasible`` mask plus a ``reason`` string per point, empty when
 feasible), never an exception (STYLE.md, "Infeasible is data"). Metric names are the stable
-names of COORDINATION.md and the MLflow layout (``iteration_time_s``, ``mfu``, ...).
+names of the MLflow layout in DESIGN.md (``iteration_time_s``, ``mfu``, ...).
 """
 
 from __future__ import annotations

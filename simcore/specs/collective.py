@@ -7,7 +7,7 @@ dimension of the system, ``[scale-up, scale-out]``; a single entry applies to bo
 keeps the calibrated NCCL-aware model (:mod:`simcore.calibrated.collectives`); an explicit
 algorithm uses its alpha-beta cost (:mod:`simcore.calibrated.algorithms`).
 
-Field names are the YAML keys (COORDINATION.md shared contracts). Validated on construction.
+Field names are the YAML keys. Validated on construction.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ uses such a tier to hold state offloaded from HBM (reference/methods-hap-ace-ech
 ``offload_optimizer`` / ``offload_activations`` choose what lives there
 (:mod:`simcore.memory.offload`).
 
-Field names are the YAML keys (COORDINATION.md shared contracts). Validated on construction.
+Field names are the YAML keys. Validated on construction.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Narayanan et al. 2021 / Korthikanti et al. 2022 (reference/peers-hardware-measur
 Part B, "FLOP conventions"): per layer and token, forward GEMM FLOPs are 2 x parameters, plus
 ``4 s h`` for the attention scores and values (full, non-causal count, as Megatron reports).
 
-Field names are the YAML keys of ``conf/workload/`` (COORDINATION.md, shared contracts).
+Field names are the YAML keys of ``conf/workload/``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Megatron-Core). ``num_gpus = tp * pp * cp * dp``. The rank order is Megatron's
 ``tp-cp-dp-pp`` (tensor innermost) unless ``rank_order`` says otherwise, so TP groups sit
 inside a node when ``tp <= gpus_per_node``.
 
-Field names are the YAML keys of ``conf/parallel/`` (COORDINATION.md, shared contracts).
+Field names are the YAML keys of ``conf/parallel/``.
 """
 
 from __future__ import annotations

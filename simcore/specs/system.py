@@ -8,7 +8,7 @@ nodes over a scale-out fabric (InfiniBand / RoCE: ``scaleout``). Bandwidths are 
 models (``simcore.hardware``, ``simcore.calibrated``); ``scripts/fit_calibration.py`` writes
 them into ``conf/system/calibration/*.yaml`` (DESIGN.md, "Two fidelity modes").
 
-Field names are the YAML keys of ``conf/system/`` (COORDINATION.md, shared contracts). Every
+Field names are the YAML keys of ``conf/system/``. Every
 spec validates itself on construction and raises :class:`~simcore.errors.InputError` naming the
 key, the value and the rule.
 """

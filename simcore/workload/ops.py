@@ -21,7 +21,7 @@ __all__ = ["COMPUTE", "KERNEL_COSTS", "OpTable"]
 #: template kind of compute (anything else is an index into engine.result.COMM_KINDS)
 COMPUTE = -1
 
-#: kernel cost families and their argument names (cost-model signatures, COORDINATION.md)
+#: kernel cost families and their argument names (cost-model signatures)
 KERNEL_COSTS: dict[str, tuple[str, ...]] = {
     "gemm": ("m", "n", "k"),
     "attn": ("batch_heads", "seq_q", "seq_kv", "head_dim"),
