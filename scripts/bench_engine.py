@@ -13,11 +13,11 @@ same graph (one point at a time) is the baseline. Usage: ``python scripts/bench_
 
 from __future__ import annotations
 
-import statistics
 import time
 import tracemalloc
 
 import numpy as np
+from _bench_util import median_s
 
 from simcore import GraphBuilder, NodeKind, compile_plan, run_schedule
 from simcore.engine.schedule import SchedulePlan, run_chains
@@ -79,14 +79,6 @@ def python_event_loop(graph: Graph, dur: np.ndarray) -> float:
     return max(finish)
 
 
-def _median_s(fn: object, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
 
 def _peak_mib(fn: object) -> float:
     tracemalloc.start()
@@ -106,7 +98,7 @@ def bench(title: str, graph: Graph) -> None:
           f"once per structure)")
     rng = np.random.default_rng(0)
     dur1 = rng.uniform(1.0, 2.0, size=graph.num_nodes)
-    t_py = _median_s(lambda: python_event_loop(graph, dur1), 3)
+    t_py = median_s(lambda: python_event_loop(graph, dur1), 3)
     want = python_event_loop(graph, dur1)
     got = float(run_schedule(plan, dur1).makespan[0])
     assert abs(got - want) < 1e-9 * want, (got, want)
@@ -127,7 +119,7 @@ def bench(title: str, graph: Graph) -> None:
             else:
                 def fn(seg: np.ndarray = seg) -> object:
                     return run_chains(plan, seg)
-            t = _median_s(fn, 5 if b < 1024 else 3)
+            t = median_s(fn, 5 if b < 1024 else 3)
             per = t / b
             base.setdefault(kind, per)
             last[kind] = per

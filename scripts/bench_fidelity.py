@@ -9,11 +9,9 @@ Usage: ``python scripts/bench_fidelity.py``.
 
 from __future__ import annotations
 
-import statistics
 import time
-from dataclasses import replace
 
-import numpy as np
+from _bench_util import hardware_variants, median_s
 
 from simcore.api import _compiled, simulate_batch
 from simcore.specs.model import ModelSpec
@@ -26,24 +24,6 @@ PLAN = ParallelSpec(tp=8, pp=8, micro_batch=1, global_batch=1536, sequence_paral
                     recompute="selective", zero_stage=1)
 
 
-def _variants(base: SystemSpec, n: int) -> list[SystemSpec]:
-    rng = np.random.default_rng(0)
-    out = []
-    for _ in range(n):
-        acc = replace(base.accelerator, peak_tflops_bf16=float(rng.uniform(200, 1000)),
-                      hbm_bandwidth_GBps=float(rng.uniform(1500, 5000)))
-        out.append(replace(base, accelerator=acc, scaleout=replace(
-            base.scaleout, bandwidth_GBps=float(rng.uniform(12.5, 100.0)))))
-    return out
-
-
-def _median(fn: object, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -51,7 +31,7 @@ def main() -> None:
     base = SystemSpec(name="a100", num_gpus=1024, gpus_per_node=8,
                       scaleup=TopologyDimSpec(kind="Switch", bandwidth_GBps=300.0, latency_ns=700.0),
                       scaleout=TopologyDimSpec(kind="Switch", bandwidth_GBps=25.0, latency_ns=2500.0))
-    systems = _variants(base, 1024)
+    systems = hardware_variants(base, 1024)
     header = f"{'fidelity':<12}{'cold s':>9}{'warm s/pt':>11}{'B=1024 s':>10}{'pts/s':>9}{'iter s':>9}"
     print(header)
     print("-" * len(header))
@@ -60,8 +40,8 @@ def main() -> None:
         t0 = time.perf_counter()
         first = simulate_batch(GPT3, PLAN, [base], mode)
         cold = time.perf_counter() - t0
-        warm = _median(lambda: simulate_batch(GPT3, PLAN, [base], mode), 5)  # noqa: B023
-        batch = _median(lambda: simulate_batch(GPT3, PLAN, systems, mode), 3)  # noqa: B023
+        warm = median_s(lambda: simulate_batch(GPT3, PLAN, [base], mode), 5)  # noqa: B023
+        batch = median_s(lambda: simulate_batch(GPT3, PLAN, systems, mode), 3)  # noqa: B023
         print(f"{mode:<12}{cold:>9.2f}{warm:>11.4f}{batch:>10.3f}{1024 / batch:>9.0f}"
               f"{float(first.iteration_time_s[0]):>9.3f}")
 

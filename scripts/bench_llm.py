@@ -9,16 +9,14 @@ baseline, same run). Medians of repeated runs. Usage: ``python scripts/bench_llm
 
 from __future__ import annotations
 
-import statistics
 import time
-from dataclasses import replace
 
-import numpy as np
+from _bench_util import hardware_variants, median_s
 
 from simcore.api import _compiled, check_structure, simulate_batch
 from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
-from simcore.specs.system import SystemSpec, TopologyDimSpec
+from simcore.specs.system import SystemSpec
 
 GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=96,
                  seq_len=2048, vocab_size=51200)
@@ -32,24 +30,6 @@ CASES = [
 ]
 
 
-def _variants(base: SystemSpec, n: int) -> list[SystemSpec]:
-    rng = np.random.default_rng(0)
-    out = []
-    for _ in range(n):
-        acc = replace(base.accelerator, peak_tflops_bf16=float(rng.uniform(200, 1000)),
-                      hbm_bandwidth_GBps=float(rng.uniform(1500, 5000)))
-        out.append(replace(base, accelerator=acc, scaleout=TopologyDimSpec(
-            bandwidth_GBps=float(rng.uniform(12.5, 100.0)), latency_ns=5000.0)))
-    return out
-
-
-def _median(fn: object, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -67,9 +47,9 @@ def main() -> None:
         resolved, _ = check_structure(model, par, system)
         assert resolved is not None
         cw = _compiled(model, resolved, system.gpus_per_node)
-        warm = _median(lambda: simulate_batch(model, par, [system]), 5)  # noqa: B023
-        systems = _variants(system, 1024)
-        batch = _median(lambda: simulate_batch(model, par, systems), 3)  # noqa: B023
+        warm = median_s(lambda: simulate_batch(model, par, [system]), 5)  # noqa: B023
+        systems = hardware_variants(system, 1024)
+        batch = median_s(lambda: simulate_batch(model, par, systems), 3)  # noqa: B023
         per = batch / 1024
         g = cw.workload.graph
         print(f"{title:<56}{g.num_nodes:>8}{cw.plan.num_chains:>8}{cw.plan.num_levels:>7}"

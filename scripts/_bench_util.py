@@ -1,0 +1,34 @@
+"""Shared helpers of the benchmark scripts: median wall time and seeded hardware variants."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from simcore.specs.system import SystemSpec
+
+
+def median_s(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall-clock seconds of ``repeats`` calls of ``fn``."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def hardware_variants(base: SystemSpec, n: int, seed: int = 0) -> list[SystemSpec]:
+    """``n`` systems with ``base``'s structure and seeded random accelerator / scale-out numbers."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        acc = replace(base.accelerator, peak_tflops_bf16=float(rng.uniform(200, 1000)),
+                      hbm_bandwidth_GBps=float(rng.uniform(1500, 5000)))
+        out.append(replace(base, accelerator=acc, scaleout=replace(
+            base.scaleout, bandwidth_GBps=float(rng.uniform(12.5, 100.0)))))
+    return out
