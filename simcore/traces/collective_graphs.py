@@ -24,11 +24,10 @@ communicator; the file for rank r is ``<prefix>.<r>.et`` (§1.4, custom collecti
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from simcore.errors import InputError
 from simcore.traces.et_build import EtTraceBuilder
-from simcore.traces.et_encode import encode_trace
+from simcore.traces.et_export import write_traces as write_collective  # <prefix>.<rank>.et
 from simcore.traces.et_schema import NodeType
 from simcore.traces.et_trace import EtTrace
 
@@ -222,14 +221,3 @@ def build_collective(
         raise InputError("collective.step_micros", step_micros, "only ring and halvingDoubling have steps")
     graphs = ALGORITHMS[algorithm](num_ranks, size_bytes, reduce_micros, _PHASES[collective], step_micros)
     return [g.builder.build(path=f"rank {g.rank}") for g in graphs]
-
-
-def write_collective(prefix: str | Path, traces: list[EtTrace]) -> list[Path]:
-    """Write ``<prefix>.<rank>.et`` for each rank; return the paths."""
-    paths = []
-    for r, t in enumerate(traces):
-        p = Path(f"{prefix}.{r}.et")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(encode_trace(t))
-        paths.append(p)
-    return paths
