@@ -17,6 +17,7 @@ with artifacts beside it; ``tracking.uri`` selects any other store or server.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import urllib.error
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Tracker", "default_store", "flatten_params", "project_root"]
+__all__ = ["Tracker", "default_store", "flatten_params", "project_root", "quiet_mlflow_logs"]
 
 _TAG_KIND = "simsweep.kind"
 _TAG_SWEEP = "simsweep.sweep_id"
@@ -33,6 +34,12 @@ _TAG_POINT = "simsweep.point_hash"
 _TAG_PARENT = "mlflow.parentRunId"
 _MAX_PARAMS = 100  # MLflow log_batch limit per request
 _MAX_METRICS = 1000
+
+
+def quiet_mlflow_logs() -> None:
+    """Silence MLflow's store-migration chatter (commands print their own summary)."""
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def project_root(start: Path | None = None) -> Path:

@@ -16,8 +16,6 @@ Results: ``<search.output_dir>/<study>/results.parquet`` beside the study storag
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
 from typing import Any
 
@@ -112,9 +110,9 @@ def main(argv: list[str]) -> int:
     from search.schema import validate_config
     from search.study_driver import prepare_search, run_search
     from search.study_tracking import StudyTracking
+    from search.tracking import quiet_mlflow_logs
 
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no migration chatter
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    quiet_mlflow_logs()
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # this command prints its own summary

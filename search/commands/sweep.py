@@ -8,7 +8,6 @@ See :mod:`search.driver` for the pipeline and README "Sweeps" for examples.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
@@ -46,9 +45,9 @@ def main(argv: list[str]) -> int:
         return 0
     from search.driver import compose_session, run_sweep
     from search.plan import make_plan
+    from search.tracking import quiet_mlflow_logs
 
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # no migration chatter
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    quiet_mlflow_logs()
 
     conf, overrides = split_config_dir(argv)
     compose, options = compose_session(conf)
