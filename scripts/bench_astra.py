@@ -103,10 +103,10 @@ def _in_process(inputs: Path, repeat: int) -> None:
     import tracemalloc
 
     sys.path.insert(0, str(REPO))
-    from simcore.astra.load import read_programs
-    from simcore.astra.run import simulate_astra
-    from simcore.traces import et_cache
-    from simcore.traces.astra_inputs import read_comm_groups, read_network, read_system
+    from simcore.emulator.inputs import read_comm_groups, read_network, read_system
+    from simcore.emulator.load import read_programs
+    from simcore.emulator.run import simulate_astra
+    from simcore.traces.chakra import cache as et_cache
 
     system, network = read_system(inputs / "system.json"), read_network(inputs / "network.yml")
     groups = read_comm_groups(inputs / "comm_groups.json", network.npus)

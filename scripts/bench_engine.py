@@ -21,7 +21,7 @@ from _bench_util import median_s
 
 from simcore import GraphBuilder, NodeKind, compile_plan, run_schedule
 from simcore.engine.schedule import SchedulePlan, run_chains
-from simcore.workload.graph import Graph
+from simcore.ir.graph import Graph
 
 RANKS, TP, STEPS, MICRO = 1024, 8, 8, 4
 

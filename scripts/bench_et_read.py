@@ -1,4 +1,4 @@
-"""Benchmark: reading Chakra ET files with simcore.traces.et vs the official protobuf parser.
+"""Benchmark: reading Chakra ET files with simcore.traces.chakra.et vs the official protobuf parser.
 
 Reads every ``<prefix>.<rank>.et`` of a workload (default: the shared GPT-3 175B, 64 NPUs,
 gzip) and prints one table: files, nodes, MB (compressed / raw), median seconds and nodes/s for
@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from simcore.traces import et_cache
-from simcore.traces.et import read_traces, trace_paths
+from simcore.traces.chakra import cache as et_cache
+from simcore.traces.chakra.et import read_traces, trace_paths
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared/astra-inputs/gpt3_175b_64npu/workload"
 

@@ -14,9 +14,9 @@ import time
 from _bench_util import hardware_variants, median_s
 
 from simcore.api import _compiled, check_structure, simulate_batch
-from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
+from simcore.workloads.transformer.spec import ModelSpec
 
 GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=96,
                  seq_len=2048, vocab_size=51200)

@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from simcore.calibrated.collectives import collective_time_s
 from simcore.hardware.batch import SystemBatch
 from simcore.hardware.compute import gemm_time_s
+from simcore.network.collectives.nccl import collective_time_s
 from simcore.specs.system import AcceleratorSpec, CalibrationSpec, SystemSpec, TopologyDimSpec
 
 ROOT = Path(__file__).resolve().parents[1]

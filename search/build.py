@@ -14,9 +14,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from simcore.errors import InputError, require
-from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec, system_from_dict
+from simcore.workloads.transformer.spec import ModelSpec
 
 __all__ = ["build_model", "build_parallel", "build_specs", "build_system"]
 

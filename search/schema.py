@@ -117,7 +117,7 @@ class MemoryConf:
 
 # group -> "module:Class" of the simcore spec whose fields are that group's keys
 _SPEC_GROUPS: dict[str, str] = {
-    "workload": "simcore.specs.model:ModelSpec",
+    "workload": "simcore.workloads.transformer.spec:ModelSpec",
     "parallel": "simcore.specs.parallel:ParallelSpec",
     "system": "simcore.specs.system:SystemSpec",
 }

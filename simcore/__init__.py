@@ -3,15 +3,15 @@
 The package is pure Python + numpy (+ scipy for linear programs). It never imports the
 orchestration libraries (hydra, optuna, ray, mlflow, polars); `search` drives it.
 
-Layers, lowest first: ``specs``/``units`` -> ``hardware``, ``network``, ``memory`` ->
-``workload`` -> ``traces`` -> ``engine``.
+Wings, lowest first: ``specs``/``units``/``cost`` -> ``ir`` -> ``hardware``, ``traces`` ->
+``network``, ``workloads`` -> ``memory``, ``engine``, ``emulator`` -> ``fidelity`` -> ``api``.
 """
 
 from __future__ import annotations
 
 from simcore.engine.schedule import SchedulePlan, compile_plan, run_schedule
 from simcore.errors import InputError
-from simcore.workload.graph import Graph, GraphBuilder, NodeKind
+from simcore.ir.graph import Graph, GraphBuilder, NodeKind
 
 __all__ = [
     "Graph",

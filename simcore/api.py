@@ -16,8 +16,6 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.calibrated import overlap_slowdown
-from simcore.engine.astra_mode import astra_template_durations, astra_workload, check_fidelity
 from simcore.engine.evaluate import (
     CompiledWorkload,
     compile_workload,
@@ -26,13 +24,15 @@ from simcore.engine.evaluate import (
 )
 from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
+from simcore.fidelity.astra.costs import astra_template_durations, astra_workload, check_fidelity
+from simcore.fidelity.overlap import overlap_slowdown
 from simcore.hardware.batch import SystemBatch
 from simcore.memory import check_memory
 from simcore.memory.offload import apply_memory_tier
-from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
-from simcore.workload.transformer import build_transformer
+from simcore.workloads.transformer.generator import build_transformer
+from simcore.workloads.transformer.spec import ModelSpec
 
 __all__ = ["check_structure", "compiled_workload", "simulate_batch", "structure_key"]
 
@@ -119,7 +119,7 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
         fidelity: ``calibrated`` (predict real hardware: calibrated NCCL-aware collectives, one
             stream per communication kind, overlap slowdown) or ``astra`` (reproduce ASTRA-sim's
             analytical backend on the system ``simsweep chakra export`` writes:
-            :mod:`simcore.engine.astra_mode`).
+            :mod:`simcore.fidelity.astra.costs`).
 
     Returns:
         (B,) metrics; a point that does not fit or cannot be laid out is infeasible with its

@@ -1,4 +1,4 @@
-"""``simsweep astra``: run unmodified ASTRA-sim inputs (thin; the logic is in simcore.astra).
+"""``simsweep astra``: run unmodified ASTRA-sim inputs (thin; the logic is in simcore.emulator).
 
 Prints, per NPU, ASTRA-sim's end-of-run line ``sys[<i>] finished, <T> cycles, exposed
 communication <X> cycles`` (1 cycle = 1 ns).
@@ -10,14 +10,14 @@ import argparse
 import sys
 import warnings
 
-from simcore.astra.load import read_programs
-from simcore.astra.run import simulate_astra
-from simcore.traces.astra_inputs import (
+from simcore.emulator.inputs import (
     read_comm_groups,
     read_network,
     read_remote_memory,
     read_system,
 )
+from simcore.emulator.load import read_programs
+from simcore.emulator.run import simulate_astra
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simcore.traces.et import read_trace
+from simcore.traces.chakra.et import read_trace
 
 _GIB_PER_GB = 1e9 / 2**30  # ASTRA-sim's network "GB/s" is GiB/s (reference §3)
 
@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from simcore.traces.et_json import trace_to_json
+    from simcore.traces.chakra.json import trace_to_json
 
     trace = read_trace(args.file, cache=False)
     out = sys.stdout
@@ -89,8 +89,8 @@ def _export(args: argparse.Namespace) -> int:
     from simcore.engine.evaluate import template_durations
     from simcore.errors import InputError
     from simcore.hardware import SystemBatch
-    from simcore.traces.et_export import write_comm_groups, write_traces
-    from simcore.traces.et_export_llm import transformer_to_traces
+    from simcore.traces.chakra.export import write_comm_groups, write_traces
+    from simcore.workloads.transformer.export import transformer_to_traces
 
     model, parallel, system = build_specs(compose(list(args.overrides)))
     par, reason = check_structure(model, parallel, system)
@@ -113,7 +113,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _collective(args: argparse.Namespace) -> int:
-    from simcore.traces.collective_graphs import build_collective, write_collective
+    from simcore.network.collectives.et_graphs import build_collective, write_collective
 
     traces = build_collective(args.algorithm, args.collective, args.ranks, args.size, args.reduce_micros)
     paths = write_collective(args.out, traces)
@@ -122,7 +122,7 @@ def _collective(args: argparse.Namespace) -> int:
 
 
 def _msccl(args: argparse.Namespace) -> int:
-    from simcore.traces.collective_graphs import write_collective
+    from simcore.network.collectives.et_graphs import write_collective
     from simcore.traces.msccl import msccl_to_traces
 
     paths = write_collective(args.out, msccl_to_traces(Path(args.xml), args.size))

@@ -105,8 +105,8 @@ def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, 
     ``attention`` (``auto`` / ``unfused`` / ``flash``) is the attention implementation of the
     software stack (see :func:`attention_impl`).
     """
-    from simcore.specs.model import ModelSpec
     from simcore.specs.parallel import ParallelSpec
+    from simcore.workloads.transformer.spec import ModelSpec
 
     system = cluster_for(_field(row, "gpu"))
     system.update(num_gpus=_field(row, "num_gpus"), gpus_per_node=_field(row, "gpus_per_node"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.workload.graph import Graph
+from simcore.ir.graph import Graph
 
 __all__ = ["chains", "predecessors", "stream_signature"]
 

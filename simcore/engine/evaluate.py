@@ -17,14 +17,14 @@ import numpy as np
 import scipy.sparse as sps
 from numpy.typing import NDArray
 
-from simcore.calibrated import p2p_time_s
-from simcore.calibrated.algorithms import algorithm_collective_time_s
 from simcore.engine.breakdown import exposed_by_kind
 from simcore.engine.result import COMM_KINDS
 from simcore.engine.schedule import ChainTimes, SchedulePlan, compile_plan, run_chains
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
-from simcore.workload.ops import COMPUTE, OpTable
-from simcore.workload.transformer import TransformerWorkload
+from simcore.ir.ops import COMPUTE, OpTable
+from simcore.network.collectives.calibrated_algorithms import algorithm_collective_time_s
+from simcore.network.collectives.nccl import p2p_time_s
+from simcore.workloads.transformer.generator import TransformerWorkload
 
 __all__ = ["CompiledWorkload", "StageBreakdown", "compile_workload", "evaluate_times",
            "kernel_durations", "template_durations"]

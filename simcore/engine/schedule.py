@@ -32,10 +32,10 @@ from numpy.typing import NDArray
 
 from simcore.engine._chains import chains as _chains
 from simcore.engine._chains import predecessors as _predecessors
-from simcore.engine._levels import find_cycle, levelize
 from simcore.engine._steps import Step, compile_steps
 from simcore.errors import InputError
-from simcore.workload.graph import Graph
+from simcore.ir.dag import find_cycle, levelize
+from simcore.ir.graph import Graph
 
 __all__ = ["ChainTimes", "SchedulePlan", "ScheduleResult", "compile_plan", "run_chains",
            "run_schedule"]

@@ -1,7 +1,7 @@
 """Memory feasibility of a plan on a batch of systems: peak stage footprint vs HBM capacity.
 
 The peak per-GPU footprint is the maximum over pipeline stages of
-:func:`simcore.memory.footprint.footprint_bytes` (the first stage holds the most in-flight
+:func:`simcore.workloads.transformer.memory.footprint_bytes` (the first stage holds the most in-flight
 micro-batches, the last the logits); a design point is infeasible when it exceeds the
 accelerator's HBM capacity, with a one-line reason naming the stage and the largest parts
 (DESIGN.md: infeasible points come back as a mask with a reason, never as an exception).
@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.hardware.batch import SystemBatch
-from simcore.memory.footprint import ModelLike, ParallelLike, footprint_bytes
+from simcore.workloads.transformer.memory import ModelLike, ParallelLike, footprint_bytes
 
 __all__ = ["check_memory", "peak_footprint"]
 

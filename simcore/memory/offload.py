@@ -2,7 +2,7 @@
 
 Model (ASTRA-sim remote memory, reference/astra-sim-and-chakra.md §2.3; ASTRA-sim 2.0
 disaggregated memory, reference/methods-hap-ace-echo.md §4), per pipeline stage of the plan
-(footprint from :func:`simcore.memory.footprint.footprint_bytes`):
+(footprint from :func:`simcore.workloads.transformer.memory.footprint_bytes`):
 
 * ``offload_optimizer``: the optimizer state incl. the fp32 master copy (``optimizer`` part)
   leaves HBM; per iteration the optimizer step reads it and writes it back: ``2 x optimizer``
@@ -31,7 +31,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.hardware.batch import SystemBatch
-from simcore.memory.footprint import ModelLike, ParallelLike, footprint_bytes, layers_in_stage
+from simcore.workloads.transformer.memory import (
+    ModelLike,
+    ParallelLike,
+    footprint_bytes,
+    layers_in_stage,
+)
 
 __all__ = ["TierEffect", "apply_memory_tier"]
 

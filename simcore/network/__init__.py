@@ -1,1 +1,1 @@
-"""network layer of the simulator core."""
+"""The network wing: collective algorithms (closed forms, per-step messages, Chakra ET graphs)."""

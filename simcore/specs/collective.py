@@ -4,8 +4,8 @@ Mirrors ASTRA-sim's system JSON ``*-implementation`` lists and ``preferred-datas
 (reference/astra-sim-and-chakra.md §1.4, §2.1), plus in-switch reduction on Switch dimensions
 (ASTRA-sim 2.0 paper; reference/methods-hap-ace-echo.md §4). A list holds one algorithm per
 dimension of the system, ``[scale-up, scale-out]``; a single entry applies to both. ``auto``
-keeps the calibrated NCCL-aware model (:mod:`simcore.calibrated.collectives`); an explicit
-algorithm uses its alpha-beta cost (:mod:`simcore.calibrated.algorithms`).
+keeps the calibrated NCCL-aware model (:mod:`simcore.network.collectives.nccl`); an explicit
+algorithm uses its alpha-beta cost (:mod:`simcore.network.collectives.calibrated_algorithms`).
 
 Field names are the YAML keys. Validated on construction.
 """

@@ -6,7 +6,7 @@ Model chunks are the ``V = pp * vp`` virtual pipeline stages in model order: chu
 gets ``L // V`` layers and the FIRST ``L % V`` chunks (in model order) get one more. This is
 DeepSpeed's ``partition_uniform`` (the pipeline partitioner of Megatron-DeepSpeed, the stack
 BLOOM-176B and MT-NLG ran on); with ``vp = 1`` it is the split of
-:func:`simcore.memory.footprint.layers_in_stage`. Megatron-LM itself requires ``L % V == 0``
+:func:`simcore.workloads.transformer.memory.layers_in_stage`. Megatron-LM itself requires ``L % V == 0``
 unless the first/last stage counts are given, so every even split is unchanged.
 
 Explicit override (Megatron-Core's ``decoder_first_pipeline_num_layers`` /

@@ -5,7 +5,7 @@ A :class:`SystemSpec` describes a cluster of ``num_gpus`` accelerators grouped i
 nodes over a scale-out fabric (InfiniBand / RoCE: ``scaleout``). Bandwidths are decimal GB/s
 (1e9 bytes/s), **per GPU, one direction**; latencies are per hop in ns. The
 :class:`CalibrationSpec` holds the hardware-level fitted parameters of the calibrated cost
-models (``simcore.hardware``, ``simcore.calibrated``); ``scripts/fit_calibration.py`` writes
+models (``simcore.hardware``, ``simcore.network.collectives``); ``scripts/fit_calibration.py`` writes
 them into ``conf/system/calibration/*.yaml`` (DESIGN.md, "Two fidelity modes").
 
 Field names are the YAML keys of ``conf/system/``. Every

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simcore.errors import InputError
-from simcore.traces.et_build import EtTraceBuilder
-from simcore.traces.et_schema import NodeType
-from simcore.traces.et_trace import EtTrace
+from simcore.traces.chakra.build import EtTraceBuilder
+from simcore.traces.chakra.schema import NodeType
+from simcore.traces.chakra.trace import EtTrace
 
 __all__ = ["MscclAlgorithm", "msccl_to_traces", "parse_msccl"]
 

@@ -8,9 +8,9 @@ import numpy as np
 
 from search.workers import SpecBatch, evaluate_batch, materialize_systems
 from simcore.api import simulate_batch
-from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
+from simcore.workloads.transformer.spec import ModelSpec
 
 
 def _batch(scaleout_GBps, hbm_GBps):

@@ -10,9 +10,9 @@ import pytest
 from simcore.api import simulate_batch, structure_key
 from simcore.engine.result import METRICS
 from simcore.errors import InputError
-from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import AcceleratorSpec, SystemSpec, TopologyDimSpec
+from simcore.workloads.transformer.spec import ModelSpec
 
 MODEL = ModelSpec(name="t", num_layers=8, hidden_size=512, num_heads=8, seq_len=1024,
                   vocab_size=4096)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from simcore.memory.footprint import footprint_bytes, layers_in_stage
+from simcore.workloads.transformer.memory import footprint_bytes, layers_in_stage
 
 GIB = 2**30
 

@@ -1,7 +1,7 @@
 """Remote memory tier (simcore.memory.offload through simcore.api.simulate_batch), by hand.
 
 The per-GPU footprint parts (optimizer, activations) are the footprint model's
-(simcore.memory.footprint); everything the tier adds is derived here by hand from them:
+(simcore.workloads.transformer.memory); everything the tier adds is derived here by hand from them:
 ASTRA-sim access cost latency + bytes/bandwidth and contention per memory type
 (reference/astra-sim-and-chakra.md §2.3).
 """
@@ -16,9 +16,9 @@ import pytest
 from simcore.api import simulate_batch
 from simcore.memory import footprint_bytes
 from simcore.specs.memory_tier import RemoteMemorySpec
-from simcore.specs.model import ModelSpec
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import AcceleratorSpec, SystemSpec
+from simcore.workloads.transformer.spec import ModelSpec
 
 GIB = 2**30
 MODEL = ModelSpec(name="tiny", num_layers=4, hidden_size=256, num_heads=4, seq_len=512,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simcore.traces import et_cache
+from simcore.traces.chakra import cache as et_cache
 
 
 @pytest.fixture(autouse=True)

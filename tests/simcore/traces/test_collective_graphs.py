@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from simcore.errors import InputError
-from simcore.traces.collective_graphs import build_collective, write_collective
-from simcore.traces.et import EtTrace, NodeType, read_traces
+from simcore.network.collectives.et_graphs import build_collective, write_collective
+from simcore.traces.chakra.et import EtTrace, NodeType, read_traces
 
 S, R, C = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMP_NODE
 ALPHA, BETA = 1.0, 1000.0  # us, bytes/us

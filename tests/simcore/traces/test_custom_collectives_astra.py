@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from chakra_testdata import DATA
 
-from simcore.traces.collective_graphs import build_collective, write_collective
-from simcore.traces.et import NodeType, write_trace
-from simcore.traces.et_build import EtTraceBuilder
+from simcore.network.collectives.et_graphs import build_collective, write_collective
+from simcore.traces.chakra.build import EtTraceBuilder
+from simcore.traces.chakra.et import NodeType, write_trace
 from simcore.traces.msccl import msccl_to_traces
 
-astra_run = pytest.importorskip("simcore.astra.run")
-astra_load = pytest.importorskip("simcore.astra.load")
-inputs = pytest.importorskip("simcore.traces.astra_inputs")
+astra_run = pytest.importorskip("simcore.emulator.run")
+astra_load = pytest.importorskip("simcore.emulator.load")
+inputs = pytest.importorskip("simcore.emulator.inputs")
 
 CFG = DATA / "astra"
 BPNS = 50 * 2**30 / 1e9  # 50 "GB/s" network links in bytes/ns (reference §3)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simcore.errors import InputError
-from simcore.traces.et import read_trace
+from simcore.traces.chakra.et import read_trace
 from tests.shared_paths import GPT3_INPUTS, HAVE_SHARED
 
 GOLDEN = (DATA / "v0.0.4_all_reduce.3.et").read_bytes()
@@ -142,9 +142,9 @@ def _real_sample() -> bytes:
 
 
 def _all_kinds_trace() -> bytes:
-    from simcore.traces.et_build import EtTraceBuilder
-    from simcore.traces.et_encode import encode_trace
-    from simcore.traces.et_schema import AttrKind
+    from simcore.traces.chakra.build import EtTraceBuilder
+    from simcore.traces.chakra.encode import encode_trace
+    from simcore.traces.chakra.schema import AttrKind
 
     b = EtTraceBuilder(metadata={"schema": "fuzz"})
     values = {AttrKind.DOUBLE: -1.5, AttrKind.FLOAT: 2.5, AttrKind.SINT64: -9, AttrKind.FIXED32: 7,

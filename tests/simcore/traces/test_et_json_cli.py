@@ -11,8 +11,8 @@ import pytest
 from chakra_testdata import DATA
 
 from search.cli import main
-from simcore.traces.et import read_trace, read_traces
-from simcore.traces.et_json import trace_to_json
+from simcore.traces.chakra.et import read_trace, read_traces
+from simcore.traces.chakra.json import trace_to_json
 from tests.shared_paths import GPT3_INPUTS, needs_shared
 
 

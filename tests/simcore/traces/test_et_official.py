@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simcore.traces.et import AttrKind, NodeType, read_trace, write_trace
-from simcore.traces.et_build import EtTraceBuilder
-from simcore.traces.et_lists import decode_list
+from simcore.traces.chakra.build import EtTraceBuilder
+from simcore.traces.chakra.et import AttrKind, NodeType, read_trace, write_trace
+from simcore.traces.chakra.lists import decode_list
 
 pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
 protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")

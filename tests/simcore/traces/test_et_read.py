@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from chakra_testdata import DATA
 
-from simcore.traces import et_cache
-from simcore.traces.et import AttrKind, NodeType, read_trace, read_traces, write_trace
-from simcore.traces.et_encode import encode_trace
+from simcore.traces.chakra import cache as et_cache
+from simcore.traces.chakra.encode import encode_trace
+from simcore.traces.chakra.et import AttrKind, NodeType, read_trace, read_traces, write_trace
 from tests.shared_paths import GPT3_INPUTS, needs_shared
 
 GOLDEN = DATA / "v0.0.4_all_reduce.3.et"

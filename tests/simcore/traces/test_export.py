@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from simcore.errors import InputError
-from simcore.traces.et import AttrKind, NodeType, read_traces
-from simcore.traces.et_export import graph_to_traces, write_comm_groups, write_traces
-from simcore.workload.graph import CommType, GraphBuilder, NodeKind
+from simcore.ir.graph import CommType, GraphBuilder, NodeKind
+from simcore.traces.chakra.et import AttrKind, NodeType, read_traces
+from simcore.traces.chakra.export import graph_to_traces, write_comm_groups, write_traces
 
 
 def _small_graph() -> GraphBuilder:
@@ -68,9 +68,9 @@ TINY_3D = ["workload=gpt_tiny", "parallel.tp=2", "parallel.pp=2", "system.num_gp
 def _export_and_run_astra(tmp_path: Path, overrides: list[str]) -> tuple[float, dict[int, tuple[int, ...]]]:
     """``simsweep chakra export`` then ``simsweep astra``'s engine on the written files: (ns, groups)."""
     from search.commands import chakra
-    from simcore.astra.load import read_programs
-    from simcore.astra.run import simulate_astra
-    from simcore.traces.astra_inputs import read_comm_groups, read_network, read_system
+    from simcore.emulator.inputs import read_comm_groups, read_network, read_system
+    from simcore.emulator.load import read_programs
+    from simcore.emulator.run import simulate_astra
 
     out = tmp_path / "w"
     assert chakra.main(["export", "--out", str(out), *overrides]) == 0

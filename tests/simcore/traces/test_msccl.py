@@ -8,8 +8,8 @@ import pytest
 from chakra_testdata import DATA
 
 from simcore.errors import InputError
-from simcore.traces.collective_graphs import write_collective
-from simcore.traces.et import NodeType, read_traces
+from simcore.network.collectives.et_graphs import write_collective
+from simcore.traces.chakra.et import NodeType, read_traces
 from simcore.traces.msccl import msccl_to_traces
 
 S, R, C = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMP_NODE

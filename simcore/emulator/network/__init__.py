@@ -1,0 +1,1 @@
+"""The analytical network backends of the emulator (congestion-unaware, congestion-aware)."""

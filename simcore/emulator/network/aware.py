@@ -1,0 +1,156 @@
+"""Congestion-aware analytical network: store-and-forward over per-link FIFO queues.
+
+Model (reference/astra-sim-and-chakra.md §3, astra-network-analytical ``congestion_aware``
+``Link.cpp``, ``Chunk.cpp`` and the multi-dim topology): a message follows a route of devices;
+every directed link is a FIFO server. When a link starts sending a message of ``size`` bytes the
+message reaches the next device after ``int(latency + size / bw)`` ns and the link is busy for
+``int(size / bw)`` ns, after which the next queued message starts. Routes go dimension by
+dimension in ascending order: Ring = shortest direction (clockwise on a tie), one link per hop;
+FullyConnected = one direct link; Switch = NPU -> switch -> NPU (the switch is an extra device).
+
+A symmetry-reduced run (simcore.emulator.symmetry) passes ``device_map``: on a single Switch
+dimension, the up-link of NPU x and the down-link to x are the links of x's representative,
+which carry, by symmetry, exactly the same traffic at the same times.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from simcore.emulator.network.event_queue import EventQueue
+from simcore.emulator.network.topology import Topology
+
+__all__ = ["AwareNetwork", "Link"]
+
+Device = tuple[int, ...]
+
+
+class Link:
+    """One directed link: a FIFO server with integer-ns serialization and latency."""
+
+    __slots__ = ("busy", "bytes_per_ns", "free_at_ns", "latency_ns", "queue")
+
+    def __init__(self, bytes_per_ns: float, latency_ns: float) -> None:
+        self.bytes_per_ns = bytes_per_ns
+        self.latency_ns = latency_ns
+        self.busy = False
+        self.free_at_ns = 0  # end of the last serialization started
+        self.queue: deque[_Message] = deque()
+
+
+class _Message:
+    __slots__ = ("arg", "callback", "hop", "route", "size")
+
+    def __init__(self, size: int, route: list[Link], callback: Callable[[Any], None], arg: Any) -> None:
+        self.size = size
+        self.route = route
+        self.hop = 0
+        self.callback = callback
+        self.arg = arg
+
+
+class AwareNetwork:
+    """Per-link FIFO queueing on the routes of a :class:`Topology`."""
+
+    def __init__(
+        self, topology: Topology, events: EventQueue, device_map: Callable[[int], int] | None = None
+    ) -> None:
+        """``device_map`` folds NPUs onto their symmetry representatives (1-D Switch only)."""
+        self.topology = topology
+        self.events = events
+        self._map = device_map
+        self._links: dict[tuple[Device, Device], Link] = {}
+        self._routes: dict[tuple[int, int], list[Link]] = {}
+
+    def _link(self, a: Device, b: Device, dim: int) -> Link:
+        if self._map is not None:
+            a = (self._map(a[0]),) if len(a) == 1 else a
+            b = (self._map(b[0]),) if len(b) == 1 else b
+        link = self._links.get((a, b))
+        if link is None:
+            topo = self.topology
+            link = Link(topo.bytes_per_ns[dim], topo.latency_ns[dim])
+            self._links[(a, b)] = link
+        return link
+
+    def route(self, src: int, dst: int) -> list[Link]:
+        """The links from ``src`` to ``dst``, dimension by dimension (ascending)."""
+        key = (src, dst)
+        cached = self._routes.get(key)
+        if cached is not None:
+            return cached
+        topo = self.topology
+        links: list[Link] = []
+        cur = src
+        for dim, (kind, size, stride) in enumerate(zip(topo.kinds, topo.sizes, topo.strides, strict=True)):
+            a, b = topo.coord(cur, dim), topo.coord(dst, dim)
+            if a == b:
+                continue
+            base = cur - a * stride
+            if kind == "Ring":
+                step = 1 if (b - a) % size <= (a - b) % size else -1
+                while a != b:
+                    nxt = (a + step) % size
+                    links.append(self._link((base + a * stride,), (base + nxt * stride,), dim))
+                    a = nxt
+            elif kind == "FullyConnected":
+                links.append(self._link((base + a * stride,), (base + b * stride,), dim))
+            else:  # Switch: one switch per dimension group, identified by (dim, base)
+                switch = (-1, dim, base)
+                links.append(self._link((base + a * stride,), switch, dim))
+                links.append(self._link(switch, (base + b * stride,), dim))
+            cur = base + b * stride
+        self._routes[key] = links
+        return links
+
+    def send(self, src: int, dst: int, size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
+        """Inject a message now; ``callback(arg)`` runs when it reaches ``dst``."""
+        route = self.route(src, dst)
+        if not route:
+            self.events.after(0, callback, arg)
+            return
+        self._enter(_Message(size_bytes, route, callback, arg))
+
+    def _enter(self, msg: _Message) -> None:
+        link = msg.route[msg.hop]
+        if link.busy:
+            link.queue.append(msg)
+        else:
+            self._start(link, msg)
+
+    def _start(self, link: Link, msg: _Message) -> None:
+        link.busy = True
+        serialization = msg.size / link.bytes_per_ns
+        link.free_at_ns = self.events.now_ns + int(serialization)
+        self.events.after(int(serialization), self.release, link)
+        self.events.after(int(link.latency_ns + serialization), self._arrive, msg)
+
+    def link(self, a: Device, b: Device, dim: int = 0) -> Link:
+        """The directed link between devices ``a`` and ``b`` (NPU ``x`` is ``(x,)``)."""
+        return self._link(a, b, dim)
+
+    def occupy_until(self, link: Link, time_ns: int) -> None:
+        """Mark ``link`` busy until ``time_ns`` (traffic already on it when a run starts)."""
+        if time_ns > self.events.now_ns:
+            link.busy = True
+            link.free_at_ns = time_ns
+            self.events.schedule(time_ns, self.release, link)
+
+    def enter(self, link: Link, size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
+        """A message enters ``link`` now (its last hop); ``callback(arg)`` at its arrival."""
+        self._enter(_Message(size_bytes, [link], callback, arg))
+
+    def release(self, link: Link) -> None:
+        """End of a serialization: start the next queued message, if any."""
+        link.busy = False
+        if link.queue:
+            self._start(link, link.queue.popleft())
+
+    def _arrive(self, msg: _Message) -> None:
+        msg.hop += 1
+        if msg.hop == len(msg.route):
+            msg.callback(msg.arg)
+        else:
+            self._enter(msg)

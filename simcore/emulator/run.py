@@ -1,0 +1,136 @@
+"""Run an ASTRA-sim workload: every (representative) NPU's workload layer on one clock.
+
+What is emulated and why (reference/astra-sim-and-chakra.md §1-§3): ASTRA-sim's analytical
+binaries are a discrete-event simulation; their results depend on the *order* of events (which
+ready node gets the one communication slot, which chunk waits in which queue, how messages queue
+on links), so this is an exact event-driven emulation of the same rules rather than a closed
+form: the workload layer (:mod:`simcore.emulator.workload`), the system layer's streams, queues and
+ring steps (:mod:`simcore.emulator.system`), send/recv matching (:mod:`simcore.emulator.network.messaging`)
+and the two analytical networks. Two reductions keep it fast without changing any number:
+- ranks that are equivalent by symmetry are simulated once (:mod:`simcore.emulator.symmetry`);
+- with the congestion-unaware network and a folded run, a collective runs alone on its NPU
+  (one communication op in flight) and nothing else touches its messages, so its duration
+  depends only on (type, size, group, dims): it is simulated once in isolation and reused.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from simcore.emulator.context import AstraContext, make_context
+from simcore.emulator.network.topology import Topology
+from simcore.emulator.program import NodeType, RankProgram, check_acyclic
+from simcore.emulator.specs import CommGroupsSpec, NetworkSpec, RemoteMemorySpec, SystemSpec
+from simcore.emulator.symmetry import representatives
+from simcore.emulator.system import SystemLayer
+from simcore.emulator.workload import WorkloadRank
+from simcore.errors import InputError
+
+__all__ = ["NpuResult", "simulate_astra"]
+
+
+@dataclass(frozen=True)
+class NpuResult:
+    """ASTRA-sim's end-of-run line for one NPU: finish time and exposed communication (ns)."""
+
+    npu: int
+    finish_ns: int
+    exposed_comm_ns: int
+
+
+class _IsolatedCollectives:
+    """Collective durations simulated once in isolation and reused (unaware, folded runs)."""
+
+    def __init__(self, ctx: AstraContext, npu: int) -> None:
+        self.ctx = ctx
+        self.npu = npu
+        self.cache: dict[tuple[Any, ...], int] = {}
+
+    def __call__(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
+                 priority: int, on_done: Callable[[Any], None], arg: Any) -> None:
+        key = (comm, size, group, involved)
+        duration = self.cache.get(key)
+        if duration is None:
+            ctx = self.ctx
+            alone = make_context(ctx.system, ctx.topology, "unaware", [self.npu] * ctx.topology.npus, ctx.groups,
+                                 ctx.remote_memory)
+            SystemLayer(self.npu, alone).generate(comm, size, group, involved, priority, _noop, None)
+            duration = alone.events.run()
+            self.cache[key] = duration
+        self.ctx.events.after(duration, on_done, arg)
+
+
+def _noop(_: Any) -> None:
+    return None
+
+
+def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network: NetworkSpec,
+                   backend: str = "unaware", groups: CommGroupsSpec | None = None,
+                   remote_memory: RemoteMemorySpec | None = None, fold: bool = True,
+                   custom_loader: Callable[[str, int], RankProgram] | None = None) -> list[NpuResult]:
+    """Simulate one ET program per NPU; returns one :class:`NpuResult` per NPU in id order.
+
+    ``custom_loader(prefix, pos)`` supplies custom-algorithm graphs (default: read ``<prefix>.<pos>.et``).
+    """
+    if backend not in ("unaware", "aware"):
+        raise InputError("network-backend", backend, "must be unaware or aware")
+    topology = Topology(network)
+    if len(programs) != topology.npus:
+        raise InputError("workload", len(programs), f"needs one ET file per NPU ({topology.npus})")
+    groups = groups or CommGroupsSpec()
+    custom = system.per_node_custom_implementation or any(
+        getattr(system, f"{c}_implementation_custom") for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+    )  # a custom algorithm's per-rank graphs need not be alike: never fold then
+    shared_memory = remote_memory is not None and remote_memory.memory_type in (
+        "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL")  # NPUs contend for it: folding would hide that
+    if system.model_shared_bus:
+        warnings.warn("model-shared-bus: the LogGP bus model is not emulated; endpoint-delay is used",
+                      stacklevel=2)
+    safe = fold and not custom and not shared_memory
+    rep = representatives(programs, groups, topology, backend) if safe else list(range(topology.npus))
+    ctx = make_context(system, topology, backend, rep, groups, remote_memory)
+    if custom_loader is not None:
+        ctx.custom_loader = custom_loader
+    folded = rep != list(range(topology.npus))
+    # the isolated-collective shortcuts assume one communication op in flight per NPU; a CPU-op
+    # collective or send can overlap a GPU one (separate slots), so then every step is simulated
+    overlap = any(
+        bool((((programs[r].types == NodeType.COLL) | (programs[r].types == NodeType.SEND))
+              & programs[r].is_cpu_op).any())
+        for r in set(rep)
+    )
+    isolated = folded and not overlap and not system.replay_only
+    fast_aware = None
+    if isolated and backend == "aware":  # folding implies one Switch dim here
+        from simcore.emulator.folded_switch import FoldedSwitchCollectives, FoldedSwitchNetwork
+
+        switch = FoldedSwitchNetwork(ctx)
+        ctx.messenger.network = switch
+        fast_aware = FoldedSwitchCollectives(ctx, switch)
+    ranks = {}
+    for npu in sorted(set(rep)):
+        rank = WorkloadRank(npu, programs[npu], ctx, SystemLayer(npu, ctx))
+        if isolated and backend == "unaware":
+            rank.collective_handler = _IsolatedCollectives(ctx, npu)
+        elif fast_aware is not None:
+            rank.collective_handler = fast_aware.handler(npu)
+        ranks[npu] = rank
+    for rank in ranks.values():
+        rank.start()
+    ctx.events.run()
+    stalled = [npu for npu, rank in ranks.items() if rank.completed != rank.program.num_nodes]
+    if stalled:
+        for npu in stalled:  # a cycle also stalls: name it (folded ranks share their rep's deps)
+            check_acyclic(programs[npu])
+        rank = ranks[stalled[0]]
+        raise InputError("workload", f"NPUs {stalled[:8]}",
+                         f"stalled ({rank.program.num_nodes - rank.completed} nodes of {rank.program.source} never "
+                         "finished): a recv without a matching send, a collective not joined by its group, or a deadlock")
+    out = []
+    for npu in range(topology.npus):
+        rank = ranks[rep[npu]]
+        out.append(NpuResult(npu, rank.finish_ns, rank.finish_ns - rank.gpu_compute_ns))
+    return out

@@ -1,0 +1,226 @@
+"""ASTRA-sim's system layer for one NPU: streams, per-dimension queues and phase execution.
+
+Model (reference §1.2-§1.3; ``Sys.cc``, ``SchedulerUnit``, ``StreamBaseline``, ``Ring.cc``):
+- every chunk of a collective is a stream; all chunks of one collective share a priority
+  (LIFO: a counter counting up, FIFO: down, EXPLICIT: the node's ``comm_priority``);
+- a stream waits in the queue of its current phase's dimension, ordered: running streams first,
+  then by priority (higher first), equal priorities in arrival order (``Sys::insert_stream``);
+- at most ceil(active-chunks-per-dimension / queues-per-dim) streams run per queue (one queue per
+  dimension, the CLI default); when a stream finishes a phase it moves to the next phase's queue
+  (``proceed_to_next_vnet_baseline``) and the freed slot starts the next waiting stream;
+- a phase runs the algorithm's lanes of steps (:mod:`simcore.emulator.algorithms`): messages are
+  tagged with the stream id and matched per ``(tag, src, dst, size)``; sends from one NPU to the
+  same ``(dst, tag)`` go one at a time, the next after the previous one arrived (``Sys::sim_send``
+  pending sends);
+- the collective completes when all its streams have finished their last phase.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from simcore.emulator.algorithms import Step, lanes_for
+from simcore.emulator.custom import CustomRun
+from simcore.emulator.plan import Phase, chunk_sizes, phases_for
+from simcore.errors import InputError
+
+if TYPE_CHECKING:
+    from simcore.emulator.context import AstraContext
+
+__all__ = ["SystemLayer"]
+
+
+class _Collective:
+    __slots__ = ("arg", "left", "on_done")
+
+    def __init__(self, streams: int, on_done: Callable[[Any], None], arg: Any) -> None:
+        self.left = streams
+        self.on_done = on_done
+        self.arg = arg
+
+
+class _Stream:
+    __slots__ = ("chunk", "coll", "initialized", "phase", "phases", "priority", "tag")
+
+    def __init__(self, tag: int, priority: int, phases: list[Phase], coll: _Collective, chunk: int) -> None:
+        self.tag = tag
+        self.priority = priority
+        self.phases = phases
+        self.phase = -1
+        self.initialized = False
+        self.coll = coll
+        self.chunk = chunk
+
+
+class _PhaseRun:
+    """The lanes of one stream's current phase on this NPU."""
+
+    __slots__ = ("lanes", "left", "pending", "phase", "stream")
+
+    def __init__(self, stream: _Stream, phase: Phase, lanes: list[list[Step]]) -> None:
+        self.stream = stream
+        self.phase = phase
+        self.lanes = lanes
+        self.left = len(lanes)
+        self.pending = [0] * len(lanes)
+
+
+class SystemLayer:
+    """Collectives of one NPU (in a symmetry-reduced run: of one representative NPU)."""
+
+    def __init__(self, npu: int, ctx: AstraContext) -> None:
+        self.npu = npu
+        self.ctx = ctx
+        self.spec = ctx.system
+        self._stream_counter = 0
+        self._priority_counter = 0
+        self._queues: dict[int, list[_Stream]] = {}
+        self._running: dict[int, int] = {}
+        self._threshold = self.spec.active_chunks_per_dimension  # one queue per dimension
+        self._send_busy: dict[tuple[int, int], deque[tuple[int, int]]] = {}
+
+    # ----------------------------------------------------------------- collectives
+    def generate(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
+                 explicit_priority: int, on_done: Callable[[Any], None], arg: Any, custom: str | None = None
+                 ) -> None:
+        """Start a collective; ``on_done(arg)`` runs when every chunk has finished.
+
+        ``custom`` is the path prefix of a custom algorithm (one stream, no chunking).
+        """
+        total = len(group) if group is not None else self.ctx.topology.npus
+        plans: list[list[Phase]]
+        if custom is not None:
+            members = group if group is not None else tuple(range(self.ctx.topology.npus))
+            plans = [[Phase(comm, members, "custom", 0, size, 0, 0, custom)]]
+        else:
+            chunks = chunk_sizes(comm, size, self.spec.preferred_dataset_splits, total)
+            plans = [phases_for(self.spec, self.ctx.topology, self.npu, comm, c, group, involved) for c in chunks]
+            plans = [p for p in plans if p]
+        if not plans:
+            self.ctx.events.after(0, on_done, arg)
+            return
+        policy = self.spec.scheduling_policy
+        if policy == "LIFO":
+            priority = self._priority_counter
+            self._priority_counter += 1
+        elif policy == "FIFO":
+            priority = self._priority_counter
+            self._priority_counter -= 1
+        else:
+            priority = explicit_priority
+        coll = _Collective(len(plans), on_done, arg)
+        for k, phases in enumerate(plans):
+            stream = _Stream(self._stream_counter, priority, phases, coll, k)
+            self._stream_counter += 1
+            self._advance(stream)
+
+    def _insert(self, queue: list[_Stream], stream: _Stream) -> None:
+        pos = 0
+        while pos < len(queue) and (queue[pos].initialized or queue[pos].priority >= stream.priority):
+            pos += 1
+        queue.insert(pos, stream)
+
+    def _advance(self, stream: _Stream) -> None:
+        """Move ``stream`` to its next phase (``proceed_to_next_vnet_baseline``)."""
+        previous = stream.phases[stream.phase].queue if stream.phase >= 0 else -1
+        if previous >= 0:
+            self._queues[previous].remove(stream)
+        stream.phase += 1
+        stream.initialized = False
+        if stream.phase == len(stream.phases):
+            coll = stream.coll
+            coll.left -= 1
+            if coll.left == 0:
+                coll.on_done(coll.arg)
+        else:
+            queue_id = stream.phases[stream.phase].queue
+            self._insert(self._queues.setdefault(queue_id, []), stream)
+            self._fill(queue_id)
+        if previous >= 0:
+            self._running[previous] -= 1
+            self._fill(previous)
+
+    def _fill(self, queue_id: int) -> None:
+        queue = self._queues[queue_id]
+        running = self._running.get(queue_id, 0)
+        while running < self._threshold and running < len(queue):
+            self._start_phase(queue[running])  # only schedules events: the queue stays as it is
+            running += 1
+        self._running[queue_id] = running
+
+    # ----------------------------------------------------------------- phase execution
+    def _start_phase(self, stream: _Stream) -> None:
+        stream.initialized = True
+        phase = stream.phases[stream.phase]
+        if self.npu not in phase.members:
+            raise InputError(f"npu {self.npu}", list(phase.members), "issues a collective of a group it is not in")
+        pos = phase.members.index(self.npu)
+        if phase.custom is not None:
+            program = self.ctx.load_custom(phase.custom, pos)
+            CustomRun(self, program, phase.members, stream.tag, lambda: self._advance(stream)).start()
+            return
+        lanes = lanes_for(phase.algorithm, phase.window, phase.comm, len(phase.members), pos, phase.size,
+                          stream.chunk)
+        run = _PhaseRun(stream, phase, lanes)
+        for lane in range(len(lanes)):
+            self.ctx.events.after(phase.transfer_delay_ns, self._step, (run, lane, 0))
+
+    def _step(self, state: tuple[_PhaseRun, int, int]) -> None:
+        run, lane, k = state
+        steps = run.lanes[lane]
+        if k == len(steps):
+            run.left -= 1
+            if run.left == 0:
+                self._advance(run.stream)
+            return
+        step = steps[k]
+        members, tag = run.phase.members, run.stream.tag
+        for peer in step.send_to:
+            self._send(members[peer], tag, step.nbytes)
+        run.pending[lane] = len(step.recv_from)
+        if not step.recv_from:
+            self._after_step(state)
+            return
+        rep = self.ctx.rep
+        for peer in step.recv_from:
+            self.ctx.messenger.recv(rep[members[peer]], self.npu, tag, step.nbytes, self._received, state)
+
+    def _received(self, state: tuple[_PhaseRun, int, int]) -> None:
+        run, lane, _ = state
+        run.pending[lane] -= 1
+        if run.pending[lane] == 0:
+            self._after_step(state)
+
+    def _after_step(self, state: tuple[_PhaseRun, int, int]) -> None:
+        run, lane, k = state
+        step = run.lanes[lane][k]
+        delay = run.phase.transfer_delay_ns
+        if step.reduce:
+            delay += 3 * self.reduction_ns(step.nbytes)
+        self.ctx.events.after(delay, self._step, (run, lane, k + 1))
+
+    def reduction_ns(self, nbytes: int) -> int:
+        """One memory pass over ``nbytes`` at local-mem-bw (decimal GB/s), floored (``Sys::mem_read``)."""
+        if self.spec.local_mem_bw_GBps <= 0:
+            raise InputError("local-mem-bw", 0, "must be > 0 when a collective reduces data")
+        return int(nbytes / (self.spec.local_mem_bw_GBps * 1e9) * 1e9)
+
+    # ----------------------------------------------------------------- messages
+    def _send(self, peer: int, tag: int, nbytes: int) -> None:
+        key = (self.ctx.rep[peer], tag)
+        waiting = self._send_busy.get(key)
+        if waiting is not None:
+            waiting.append((peer, nbytes))
+            return
+        self._send_busy[key] = deque()
+        self.ctx.messenger.send(self.npu, key[0], tag, nbytes, self._sent, key, route_dst=peer)
+
+    def _sent(self, key: tuple[int, int]) -> None:
+        waiting = self._send_busy[key]
+        if waiting:
+            peer, nbytes = waiting.popleft()
+            self.ctx.messenger.send(self.npu, key[0], key[1], nbytes, self._sent, key, route_dst=peer)
+        else:
+            del self._send_busy[key]

@@ -1,0 +1,1 @@
+"""Collective algorithms: closed forms, per-step messages and Chakra ET graphs."""

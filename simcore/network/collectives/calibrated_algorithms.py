@@ -1,0 +1,184 @@
+"""Explicit collective algorithms (``conf/collective/``) with the calibrated link efficiency.
+
+A collective over ``n`` ranks, ``k`` of them per scale-up domain (``M = ceil(n/k)`` nodes), is
+run hierarchically as ASTRA-sim runs a multi-dimensional collective (reference/
+astra-sim-and-chakra.md §1.2): all-reduce = reduce-scatter on the scale-up dimension,
+all-reduce of ``D/k`` on the scale-out dimension, all-gather on the scale-up dimension (one
+all-reduce phase when the group is inside one node);
+reduce-scatter and all-gather run their two dimension phases in sequence; all-to-all sends
+``D(k-1)/n`` inside the node and ``D(n-k)/n`` across nodes. A phase of ``p`` ranks over a
+buffer ``D`` (the phase's full size) costs the alpha-beta form
+
+    t_phase = steps * (collective_step_latency + hop_latency) + wire_bytes / (line_rate * eff)
+
+with steps and bytes per rank from the algorithm (reference §1.4):
+
+| algorithm | all-reduce | reduce-scatter / all-gather | all-to-all |
+|---|---|---|---|
+| ring | 2(p-1) steps, 2(p-1)/p D | p-1 steps, (p-1)/p D | p(p-1)/2 messages of D/p |
+| direct (window p-1) | 2 steps, 2(p-1)/p D | 1 step, (p-1)/p D | 1 step, (p-1)/p D |
+| halvingDoubling | 2 log2 p steps, 2(p-1)/p D | log2 p steps, (p-1)/p D | - |
+| doubleBinaryTree | 2 log2 p steps, 2 D | - | - |
+| in-switch (in_network, Switch dim) | 2 steps, D | as the algorithm | as the algorithm |
+
+In-switch reduction (ASTRA-sim 2.0 / SHARP, reference/methods-hap-ace-echo.md §4): each rank
+sends its buffer once to the switch and receives the reduced buffer, ~D on the wire instead of
+2(p-1)/p D. ``eff`` is the calibrated ``scaleup_efficiency`` / ``scaleout_efficiency``;
+``switch_allreduce_gain`` (calibrated NVLS) is not applied on top. Chunks pipeline through the
+phases: ``T = base + sum_phases t(D/c) + (c-1) max_phase t(D/c)``. ``auto`` keeps
+:func:`simcore.network.collectives.nccl.collective_time_s` exactly, except all-reduce with
+``in_network`` over dimensions that are all Switches: then the calibrated bus bandwidth
+(scale-up, or ``min(scale-up, k x NIC)`` across nodes, without ``switch_allreduce_gain``)
+carries D instead of 2(n-1)/n D, with 2 steps per spanned dimension. Broadcast, reduce,
+barrier and point-to-point always use the calibrated model.
+
+Inputs: ``sb`` (B systems; their ``collective`` field) and scalars or (U,) arrays; (U, B) s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simcore.hardware.batch import SystemBatch
+from simcore.hardware.batch import as_column as _col
+from simcore.hardware.batch import as_row as _row
+from simcore.ir.graph import CommType
+from simcore.network.collectives.nccl import collective_time_s
+from simcore.specs.collective import CollectiveSpec
+
+__all__ = ["ALG_CODE", "algorithm_collective_time_s", "phase_time_s"]
+
+FloatArray = NDArray[np.float64]
+ALG_CODE = {"auto": 0, "ring": 1, "direct": 2, "halvingDoubling": 3, "doubleBinaryTree": 4}
+_AR, _RS, _AG, _A2A = 0, 1, 2, 3  # phase kinds (rows of the per-system algorithm table)
+_TYPE_ROW = {CommType.ALL_REDUCE: (_AR, "all_reduce"), CommType.ALL_GATHER: (_AG, "all_gather"),
+             CommType.REDUCE_SCATTER: (_RS, "reduce_scatter"),
+             CommType.REDUCE_SCATTER_BLOCK: (_RS, "reduce_scatter"),
+             CommType.ALL_TO_ALL: (_A2A, "all_to_all")}
+
+
+def phase_time_s(kind: int, alg: NDArray[np.int64], p: FloatArray, nbytes: FloatArray,
+                 bw_Bps: FloatArray, step_s: FloatArray, in_switch: NDArray[np.bool_]
+                 ) -> FloatArray:
+    """Seconds of one dimension phase (broadcasting arrays).
+
+    Args:
+        kind: 0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 all-to-all.
+        alg: :data:`ALG_CODE` values (auto is costed as ring).
+        p: ranks in the phase; nbytes: the phase's full buffer D, bytes.
+        bw_Bps: effective line rate; step_s: latency per step.
+        in_switch: in-switch reduction applies (all-reduce on a Switch dimension).
+    """
+    p = np.maximum(p, 1.0)
+    frac = (p - 1.0) / p
+    log_p = np.ceil(np.log2(p))
+    if kind == _AR:
+        steps = np.select([alg == 2, alg >= 3], [np.where(p > 1, 2.0, 0.0), 2.0 * log_p],
+                          2.0 * (p - 1.0))
+        wire = np.where(alg == 4, 2.0 * nbytes, 2.0 * frac * nbytes)
+        steps = np.where(in_switch & (p > 1), 2.0, steps)
+        wire = np.where(in_switch & (p > 1), nbytes, wire)
+    elif kind == _A2A:
+        steps = np.where(alg == 2, np.where(p > 1, 1.0, 0.0), p * (p - 1.0) / 2.0)
+        wire = np.where(alg == 2, frac * nbytes, (p - 1.0) / 2.0 * nbytes)
+    else:
+        steps = np.select([alg == 2, alg == 3], [np.where(p > 1, 1.0, 0.0), log_p], p - 1.0)
+        wire = frac * nbytes
+    return np.asarray(steps * step_s + wire / bw_Bps)
+
+
+def _table(specs: tuple[CollectiveSpec, ...]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(4, B) algorithm codes on the scale-up and scale-out dimensions per phase kind."""
+    up = np.zeros((4, len(specs)), dtype=np.int64)
+    out = np.zeros_like(up)
+    for b, spec in enumerate(specs):
+        for row, key in set(_TYPE_ROW.values()):
+            a_up, a_out = spec.per_dim(key)
+            up[row, b], out[row, b] = ALG_CODE[a_up], ALG_CODE[a_out]
+    return up, out
+
+
+def algorithm_collective_time_s(sb: SystemBatch, comm_type: object, nbytes: object,
+                                group_size: object, ranks_per_node: object) -> FloatArray:
+    """(U, B) seconds of one collective under each system's :class:`CollectiveSpec`.
+
+    Same arguments as :func:`simcore.network.collectives.nccl.collective_time_s`, which it
+    returns unchanged where the algorithm is ``auto``.
+    """
+    calibrated = collective_time_s(sb, comm_type, nbytes, group_size, ranks_per_node)
+    specs = tuple(s.collective for s in sb.specs)
+    if all(s.is_default for s in specs):
+        return calibrated
+    ct, size, n = _col(comm_type), _col(nbytes), _col(group_size)
+    k = np.minimum(np.maximum(_col(ranks_per_node), 1.0), np.maximum(n, 1.0))
+    m = np.ceil(n / k)
+    up_tab, out_tab = _table(specs)
+    row = np.full(ct.shape, -1, dtype=np.int64)
+    for t, (r, _) in _TYPE_ROW.items():
+        row[ct == float(t)] = r
+    safe = np.maximum(row[:, 0], 0)
+    alg_up, alg_out = up_tab[safe], out_tab[safe]  # (U, B)
+    chunks = _row(np.array([s.chunks_per_collective for s in specs], dtype=np.float64))
+    net = np.array([s.in_network for s in specs])
+    sw_up = (net & np.array([s.scaleup.kind == "Switch" for s in sb.specs]))[None, :]
+    sw_out = (net & np.array([s.scaleout.kind == "Switch" for s in sb.specs]))[None, :]
+    step = _row(sb.calib["collective_step_latency_us"]) * 1e-6
+    dims = (
+        (_row(sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"]),
+         step + _row(sb.scaleup_latency_s)),
+        (_row(sb.scaleout_bandwidth_Bps * sb.calib["scaleout_efficiency"]),
+         step + _row(sb.scaleout_latency_s)),
+    )
+    d = size / chunks
+    explicit = np.zeros(np.broadcast_shapes(alg_up.shape, d.shape))
+    for kind in (_AR, _RS, _AG, _A2A):
+        phases = _phases(kind, k, m, n, d, alg_up, alg_out, sw_up, sw_out, dims)
+        total = sum(phases, np.zeros_like(explicit))
+        longest = np.maximum.reduce(phases)
+        explicit = np.where(row == kind, total + (chunks - 1.0) * longest, explicit)
+    base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
+    explicit = np.where((n <= 1.0) | (size <= 0.0), 0.0, base + explicit)
+    use = (row >= 0) & (alg_up > 0)
+    auto_switch = (ct == float(CommType.ALL_REDUCE)) & (alg_up == 0) & sw_up & (
+        (m <= 1.0) | sw_out)
+    if auto_switch.any():
+        calibrated = np.where(auto_switch, _in_switch_auto_s(sb, size, n, k, m), calibrated)
+    return np.asarray(np.where(use, explicit, calibrated))
+
+
+def _in_switch_auto_s(sb: SystemBatch, size: FloatArray, n: FloatArray, k: FloatArray,
+                      m: FloatArray) -> FloatArray:
+    """(U, B) ``auto`` all-reduce with in-switch reduction: the calibrated bus bandwidth
+    (without ``switch_allreduce_gain``), D instead of 2(n-1)/n D, 2 steps per dimension."""
+    step = _row(sb.calib["collective_step_latency_us"]) * 1e-6
+    up = _row(sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"])
+    nic = _row(sb.scaleout_bandwidth_Bps * sb.calib["scaleout_efficiency"])
+    busbw = np.where(m <= 1.0, up, np.minimum(up, k * nic))
+    steps = (np.where(k > 1.0, 2.0, 0.0) * (step + _row(sb.scaleup_latency_s))
+             + np.where(m > 1.0, 2.0, 0.0) * (step + _row(sb.scaleout_latency_s)))
+    base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
+    t = base + steps + size / busbw
+    return np.asarray(np.where((n <= 1.0) | (size <= 0.0), 0.0, t))
+
+
+def _phases(kind: int, k: FloatArray, m: FloatArray, n: FloatArray, d: FloatArray,
+            alg_up: NDArray[np.int64], alg_out: NDArray[np.int64], sw_up: NDArray[np.bool_],
+            sw_out: NDArray[np.bool_], dims: tuple[tuple[FloatArray, FloatArray], ...]
+            ) -> list[FloatArray]:
+    """Per-dimension phase times (U, B) of one chunk ``d`` (see the module docstring)."""
+    (bw_up, st_up), (bw_out, st_out) = dims
+    no = np.zeros(1, dtype=bool)
+    if kind == _AR:  # inside one node: one all-reduce phase (in-switch where a Switch)
+        inside = m <= 1.0
+        single = phase_time_s(_AR, alg_up, k, d, bw_up, st_up, sw_up)
+        rs = phase_time_s(_RS, alg_up, k, d, bw_up, st_up, no)
+        ar = phase_time_s(_AR, alg_out, m, d / k, bw_out, st_out, sw_out)
+        ag = phase_time_s(_AG, alg_up, k, d, bw_up, st_up, no)
+        return [np.where(inside, single, rs), np.where(inside, 0.0, ar),
+                np.where(inside, 0.0, ag)]
+    if kind == _A2A:
+        return [phase_time_s(_A2A, alg_up, k, d * k / n, bw_up, st_up, no),
+                phase_time_s(_A2A, alg_out, m, d, bw_out, st_out, no)]
+    return [phase_time_s(kind, alg_up, k, d, bw_up, st_up, no),
+            phase_time_s(kind, alg_out, m, d / k, bw_out, st_out, no)]

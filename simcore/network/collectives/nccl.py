@@ -1,0 +1,125 @@
+"""NCCL-aware collective and point-to-point time, vectorized over B systems.
+
+Model (Echo's white-box decomposition, reference/methods-hap-ace-echo.md §3.3, reduced to the
+terms a configuration determines; bus bandwidth as defined by nccl-tests,
+reference/peers-hardware-measurements.md B.9)::
+
+    t = collective_base_latency                        # setup + launch (Echo's alpha)
+      + steps * (collective_step_latency + hop_latency) # pipeline fill of the ring
+      + traffic_factor * size / busbw                   # bandwidth term
+
+* ``size`` is the full buffer per rank (nccl-tests' "size"); ``traffic_factor`` is nccl-tests'
+  bus-bandwidth factor: all-reduce ``2(n-1)/n``; reduce-scatter / all-gather ``(n-1)/n``;
+  broadcast / reduce ``1``.
+* A group of ``n`` ranks with ``k`` members per scale-up domain spans ``M = n / k`` nodes.
+  Inside one node the bus bandwidth is the scale-up line rate times ``scaleup_efficiency``
+  (A100 NVSwitch: 229 GB/s measured of 300; H100 ring: 370 of 450), and all-reduce may gain
+  ``switch_allreduce_gain`` from in-switch reduction (H100 NVLS: 475 vs 370). Across nodes
+  NCCL runs one ring per NIC: ``k`` members per node drive ``k`` NICs, so
+  ``busbw = min(scale-up busbw, k * scaleout_bw * scaleout_efficiency)`` (8x HDR per DGX A100
+  node: ~185 GB/s; one member per node: one NIC).
+* Ring steps: ``(k-1)`` scale-up hops and ``(M-1)`` scale-out hops per pass; two passes for
+  all-reduce.
+* All-to-all: every rank sends ``size/n`` to every peer; bytes to peers in other nodes leave
+  through the rank's own NIC, the rest through the scale-up fabric.
+* Point-to-point (pipeline send/recv): ``size / (line rate * p2p_efficiency) + hop latency``
+  plus the base latency.
+
+Inputs: ``sb`` (B systems) and scalars or (U,) arrays; results (U, B) seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simcore.hardware.batch import SystemBatch
+from simcore.hardware.batch import as_column as _col
+from simcore.hardware.batch import as_row as _row
+from simcore.ir.graph import CommType
+
+__all__ = ["bus_bandwidth_Bps", "collective_time_s", "p2p_time_s", "traffic_factor"]
+
+FloatArray = NDArray[np.float64]
+
+
+
+
+def traffic_factor(comm_type: object, group_size: object) -> FloatArray:
+    """(U, 1) nccl-tests bus-bandwidth factor: bytes each rank moves per byte of buffer."""
+    ct, n = _col(comm_type), np.maximum(_col(group_size), 1.0)
+    frac = (n - 1.0) / n
+    factor = np.where(ct == float(CommType.ALL_REDUCE), 2.0 * frac, frac)
+    one_to_all = np.isin(ct, [float(CommType.BROADCAST), float(CommType.REDUCE)])
+    factor = np.where(one_to_all, np.where(n > 1.0, 1.0, 0.0), factor)
+    return np.asarray(np.where(ct == float(CommType.BARRIER), 0.0, factor))
+
+
+def bus_bandwidth_Bps(
+    sb: SystemBatch, comm_type: object, group_size: object, ranks_per_node: object
+) -> FloatArray:
+    """(U, B) large-message bus bandwidth of a collective, bytes/s (nccl-tests definition)."""
+    ct, n = _col(comm_type), _col(group_size)
+    k = np.minimum(np.maximum(_col(ranks_per_node), 1.0), n)
+    up = _row(sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"])
+    gain = np.where(ct == float(CommType.ALL_REDUCE), _row(sb.calib["switch_allreduce_gain"]), 1.0)
+    nic = _row(sb.scaleout_bandwidth_Bps * sb.calib["scaleout_efficiency"])
+    inside = k >= n
+    return np.asarray(np.where(inside, up * gain, np.minimum(up, k * nic)))
+
+
+def _all_to_all_s(sb: SystemBatch, size: FloatArray, n: FloatArray, k: FloatArray) -> FloatArray:
+    up = _row(sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"])
+    nic = _row(sb.scaleout_bandwidth_Bps * sb.calib["scaleout_efficiency"])
+    local = size * (k - 1.0) / n / up
+    remote = size * (n - k) / n / nic
+    return np.asarray(np.maximum(local, remote))
+
+
+def collective_time_s(
+    sb: SystemBatch,
+    comm_type: object,
+    nbytes: object,
+    group_size: object,
+    ranks_per_node: object,
+) -> FloatArray:
+    """(U, B) seconds of one collective.
+
+    Args:
+        sb: the B systems.
+        comm_type: :class:`~simcore.ir.graph.CommType` values, scalar or (U,).
+        nbytes: full buffer size per rank (nccl-tests "size"), bytes.
+        group_size: ranks in the communicator, n.
+        ranks_per_node: members of the communicator inside one scale-up domain, k
+            (``n``: the group is within a node; 1: one member per node).
+    """
+    ct, size, n = _col(comm_type), _col(nbytes), _col(group_size)
+    k = np.minimum(np.maximum(_col(ranks_per_node), 1.0), np.maximum(n, 1.0))
+    nodes = np.ceil(n / k)
+    passes = np.where(ct == float(CommType.ALL_REDUCE), 2.0, 1.0)
+    step = _row(sb.calib["collective_step_latency_us"]) * 1e-6
+    fill = passes * ((k - 1.0) * (step + _row(sb.scaleup_latency_s))
+                     + (nodes - 1.0) * (step + _row(sb.scaleout_latency_s)))
+    bandwidth = traffic_factor(ct, n) * size / bus_bandwidth_Bps(sb, ct, n, k)
+    is_a2a = ct == float(CommType.ALL_TO_ALL)
+    bandwidth = np.where(is_a2a, _all_to_all_s(sb, size, n, k), bandwidth)
+    base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
+    t = base + fill + bandwidth
+    return np.asarray(np.where((n <= 1.0) | (size <= 0.0), 0.0, t))
+
+
+def p2p_time_s(sb: SystemBatch, nbytes: object, cross_node: object) -> FloatArray:
+    """(U, B) seconds of a point-to-point send of ``nbytes`` (pipeline activations).
+
+    Args:
+        sb: the B systems.
+        nbytes: bytes sent, scalar or (U,).
+        cross_node: whether the peer is in another scale-up domain, scalar or (U,) bool.
+    """
+    size = _col(nbytes)
+    cross = np.asarray(cross_node, dtype=bool).reshape(-1, 1)
+    bw = np.where(cross, _row(sb.scaleout_bandwidth_Bps), _row(sb.scaleup_bandwidth_Bps))
+    lat = np.where(cross, _row(sb.scaleout_latency_s), _row(sb.scaleup_latency_s))
+    base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
+    t = size / (bw * _row(sb.calib["p2p_efficiency"])) + lat + base
+    return np.asarray(np.where(size <= 0.0, 0.0, t))

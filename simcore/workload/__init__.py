@@ -1,1 +1,0 @@
-"""workload layer of the simulator core."""

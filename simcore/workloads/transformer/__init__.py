@@ -1,0 +1,1 @@
+"""The transformer (GPT-style LLM) workload family: spec, generator, layers, memory, export."""

@@ -1,0 +1,95 @@
+"""Emission of one pipeline stage's ops as graph nodes, in program order.
+
+An :class:`Emitter` adds the nodes of one representative GPU to a :class:`GraphBuilder`: compute
+and blocking collectives on the stage's in-order compute stream, overlapped TP collectives on its
+tp stream (Megatron-LM's TP communication overlap: compute and collectives cut into
+``TP_OVERLAP_CHUNKS`` pieces, piece j waiting for piece j of the step before), and the
+context-parallel ring of KV blocks on its cp stream, each attention chunk waiting for the block
+it needs (ring attention; Liu et al. 2023, as Megatron-Core's context parallelism).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simcore.ir.graph import GraphBuilder, NodeKind
+from simcore.ir.ops import COMPUTE, OpTable
+from simcore.workloads.transformer.layers import Step
+
+__all__ = ["TP_OVERLAP_CHUNKS", "Emitter"]
+
+TP_OVERLAP_CHUNKS = 4
+
+
+class Emitter:
+    """Adds nodes of one stage in program order; tracks the last compute node."""
+
+    def __init__(self, b: GraphBuilder, stage: int, chunks: int, ops: OpTable) -> None:
+        self.b, self.stage, self.ops, self.chunks = b, stage, ops, chunks
+        self.compute = f"s{stage}.compute"
+        self.last: int | None = None  # last node on the compute stream
+        self.marks: list[int | None] = []  # last compute node at each layer boundary
+
+    def node(self, tmpl: int, stream: str, deps: Sequence[int], name: str) -> int:
+        kind = NodeKind.COMPUTE if self.ops.template_kind[tmpl] == COMPUTE else NodeKind.COLLECTIVE
+        return self.b.add(kind, resources=[stream], deps=list(deps), rank=self.stage, name=name,
+                          template=tmpl, stage=self.stage)
+
+    def comp(self, tmpl: int, deps: Sequence[int] = ()) -> int:
+        self.last = self.node(tmpl, self.compute, deps, self.ops.template_names[tmpl])
+        return self.last
+
+    def steps(self, steps: Sequence[Step], overlap_tp: bool, deps: Sequence[int] = ()) -> None:
+        """Emit ``steps``; the first node also waits for ``deps``.
+
+        With ``overlap_tp`` every compute step and TP collective is cut into
+        ``TP_OVERLAP_CHUNKS`` pieces pipelined across the compute and tp streams: piece j of a
+        step waits for piece j of the step before it (Megatron's TP communication overlap:
+        a GEMM chunk runs while the previous chunk's all-gather / reduce-scatter is in flight).
+        The attention core is not cut: it waits for every piece before it.
+        """
+        pending = list(deps)
+        pieces: list[int] = []  # piece ids of the previous step when it was cut
+        for step in steps:
+            if overlap_tp and step[0] in ("tp", "c"):
+                pieces = self._pieces(step[0], step[1], pieces, pending)
+                pending = []
+                continue
+            pending += pieces
+            pieces = []
+            if step[0] == "attn":
+                self._attention(step[1], step[2], step[3], pending)
+            else:
+                self.comp(step[1], pending)
+            pending = []
+        if pieces:
+            self.comp(self.ops.template("sync", []), pieces)
+
+    def _pieces(self, kind: str, tmpl: int, prev: list[int], pending: list[int]) -> list[int]:
+        """``TP_OVERLAP_CHUNKS`` pieces of a compute step or a TP collective."""
+        n = TP_OVERLAP_CHUNKS
+        piece = self.ops.scaled(tmpl, 1.0 / n, f"/{n}")
+        out = []
+        for j in range(n):
+            deps = ([prev[j]] if prev else []) + (pending if j == 0 else [])
+            if kind == "c":
+                out.append(self.comp(piece, deps))
+            else:
+                if not prev and self.last is not None:
+                    deps.append(self.last)
+                out.append(self.node(piece, f"s{self.stage}.tp", deps, "tp_chunk"))
+        return out
+
+    def _attention(self, core: int, kv: int, n: int, pending: list[int]) -> None:
+        if n == 1:
+            self.comp(core, pending)
+            return
+        chunk = self.ops.scaled(core, 1.0 / n, f"/{n}")
+        sends = []
+        src = self.last
+        for _ in range(n - 1):
+            deps = [src] if src is not None else []
+            sends.append(self.node(kv, f"s{self.stage}.cp", deps + pending, "cp_kv"))
+        self.comp(chunk, pending)
+        for j in range(1, n):
+            self.comp(chunk, [sends[j - 1]])

@@ -1,0 +1,268 @@
+"""Transformer training iteration -> workload graph, one representative GPU per pipeline stage.
+
+Symmetry reduction (DESIGN.md, "The vectorized engine"; Echo's "one trace per unique (PP stage,
+TP rank)", methods-hap-ace-echo.md §3.1): on a symmetric network every rank of a TP group, every
+CP rank and every DP replica runs the same program at the same time, so the graph holds one
+rank per pipeline stage. A collective among identical ranks then only occupies the
+representative's stream; its cost comes from the group's size and span (:mod:`placement`).
+Point-to-point pipeline sends are nodes on a per-direction link stream between two stages.
+
+Streams per stage ``s`` (in-order, as CUDA streams): ``s.compute`` (kernels and blocking
+collectives: TP without overlap, EP all-to-all), ``s.tp`` (chunked TP collectives when
+``tp_comm_overlap``), ``s.cp`` (ring KV exchange), ``s.dp`` (gradient reduction, ZeRO gathers),
+``pp{a}>{b}`` (activations/gradients from stage a to b).
+
+Data parallelism and ZeRO (Rajbhandari et al. 2020; see :class:`ParallelSpec`): gradients of
+each layer are reduced (all-reduce, or reduce-scatter for ZeRO >= 1) after that layer's last
+backward (every backward for ZeRO 2/3), on the dp stream, overlapped with the remaining
+backward when ``dp_overlap``, else after the stage's last backward; ZeRO-1/2 all-gather the
+updated parameters (overlapped with the next forward when ``dp_overlap``: modelled as a prefetch
+at the start of the iteration, the steady state); ZeRO-3 all-gathers each layer's parameters
+before its forward and its backward in every micro-batch (one layer ahead when overlapped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.ir.graph import CommType, Graph, GraphBuilder, NodeKind
+from simcore.ir.ops import OpTable
+from simcore.specs.parallel import ParallelSpec
+from simcore.workloads.pipeline import PipeOp, stage_program
+from simcore.workloads.placement import GroupSpan, group_spans
+from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
+from simcore.workloads.transformer.layers import LayerOps, build_layer_ops
+from simcore.workloads.transformer.spec import ModelSpec
+
+__all__ = ["TP_OVERLAP_CHUNKS", "TransformerWorkload", "build_transformer"]
+
+_DP, _PP = 1, 2
+_GRAD_BYTES = 2.0  # gradients reduced in 16-bit (Megatron default, grad_reduce_in_fp32 off)
+_PARAM_BYTES = 2.0
+_OPTIMIZER_BYTES_PER_PARAM = 28.0  # Adam: read/write fp32 master, m, v; read grad; write weight
+
+
+@dataclass(frozen=True, eq=False)
+class TransformerWorkload:
+    """A generated iteration graph and what the evaluator needs to cost it.
+
+    Attributes:
+        graph: the DAG; node attrs ``template`` (index into ``ops``) and ``stage``.
+        ops: kernels and templates.
+        num_stages: pipeline stages (= representative ranks).
+        in_flight: per stage, the most micro-batch chunks whose activations are alive at once.
+        layers_per_chunk: transformer layers of the largest model chunk.
+        chunk_layers: layers of each model chunk ``v = c * pp + s`` (uneven splits:
+            :mod:`simcore.specs.layer_split`); each stage's graph has its own count, so the
+            schedule (and its bubbles) follows the slowest stage.
+    """
+
+    graph: Graph
+    ops: OpTable
+    num_stages: int
+    in_flight: tuple[int, ...]
+    layers_per_chunk: int
+    dp_overlap: bool = True
+    chunk_layers: tuple[int, ...] = ()
+
+
+_SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
+_EMB_TIED_ID = 1 << 41  # the first/last-stage embedding all-reduce
+
+
+class _Generator:
+    def __init__(self, model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> None:
+        self.model, self.par = model, par
+        self.spans: dict[str, GroupSpan] = group_spans(par, gpus_per_node)
+        self.ops = OpTable()
+        self.lops: LayerOps = build_layer_ops(model, par, self.spans, self.ops)
+        self.b = GraphBuilder("transformer")
+        self.V = par.pp * par.vp
+        self.chunk_layers = par.chunk_layers(model.num_layers)
+        self.m = par.num_micro_batches
+        self._templates()
+
+    def _templates(self) -> None:
+        m, p, ops = self.model, self.par, self.ops
+        sp = self.spans
+        dense = (m.attention_params + (0 if m.is_moe else m.expert_params)) / p.tp
+        expert = (m.num_experts // p.ep) * m.expert_params / p.tp if m.is_moe else 0.0
+        zero = p.zero_stage
+        rtype = CommType.ALL_REDUCE if zero == 0 else CommType.REDUCE_SCATTER
+
+        def coll(name: str, ct: CommType, params: float, span: GroupSpan) -> int:
+            k = ops.kernel("coll", int(ct), params * _GRAD_BYTES, span.size, span.ranks_per_node)
+            return ops.template(name, [(k, 1.0)], _DP)
+
+        self.grad_tmpl = [coll("dp_grad_reduce", rtype, dense, sp["dp"])]
+        self.gather_tmpl = [coll("dp_param_gather", CommType.ALL_GATHER, dense, sp["dp"])]
+        if expert:
+            self.grad_tmpl.append(coll("edp_grad_reduce", rtype, expert, sp["edp"]))
+            self.gather_tmpl.append(coll("edp_param_gather", CommType.ALL_GATHER, expert,
+                                         sp["edp"]))
+        shard = p.dp_size * p.cp if zero >= 1 else 1
+        self.layer_params = dense + expert
+        emb = m.vocab_size * m.hidden_size / p.tp
+        self.emb_grad = coll("dp_embedding_grad_reduce", rtype, emb, sp["dp"])
+        self.emb_params = emb
+        pair = 1 if sp["pp"].cross_node else 2
+        k = ops.kernel("coll", int(CommType.ALL_REDUCE), emb * _GRAD_BYTES, 2, pair)
+        self.emb_tied = ops.template("embedding_tied_allreduce", [(k, 1.0)], _DP)
+        self.first_stage_end: int | None = None
+
+        def opt(stage_params: float) -> int:
+            k = ops.kernel("mem", stage_params / shard * _OPTIMIZER_BYTES_PER_PARAM)
+            return ops.template("optimizer_step", [(k, 1.0)])
+
+        self.opt_tmpl = opt
+        act = p.micro_batch * m.seq_len // p.cp * m.hidden_size * 2.0
+        act /= p.tp  # Megatron's scatter/gather: each TP rank sends 1/tp (Narayanan'21 4.1)
+        k = ops.kernel("p2p", act, float(sp["pp"].cross_node))
+        self.p2p_tmpl = ops.template("pp_send", [(k, 1.0)], _PP)
+
+    def send_id(self, forward: bool, micro_batch: int, v: int) -> int:
+        return _SEND_BASE + ((0 if forward else 1) * self.m + micro_batch) * self.V + v
+
+    # --- per stage -------------------------------------------------------------------------
+    def stage(self, s: int) -> int:
+        """Emit stage ``s``; returns the most micro-batch chunks alive at once."""
+        p = self.par
+        e = Emitter(self.b, s, p.vp, self.ops)
+        dp_stream = f"s{s}.dp"
+        zero, overlap = p.zero_stage, p.dp_overlap
+        self.gathers: dict[tuple[int, int], int] = {}
+        if zero in (1, 2) and overlap:  # steady state: last step's gathers overlap this forward
+            for c in range(p.vp):
+                for j in range(self.chunk_layers[c * p.pp + s]):
+                    self.gathers[(c, j)] = self._dp_nodes(e, dp_stream, self.gather_tmpl, [])
+        grads: list[int] = []
+        n_reduce = 0
+        alive = peak = 0
+        for op in stage_program(s, p.pp, p.vp, self.m):
+            v = op.chunk * p.pp + s
+            if op.forward:
+                alive += 1
+                peak = max(peak, alive)
+                self._forward(e, op, v, dp_stream)
+            else:
+                alive -= 1
+                got = self._backward(e, op, v, dp_stream)
+                grads += got
+                n_reduce += len(got) if overlap else self._reduces(op, v)
+        ends = s == 0 or s == p.pp - 1  # holds the word embedding or the output layer
+        if not overlap:  # gradient reduction after the flush, layer by layer
+            tail = [e.last] if e.last is not None else []
+            for _ in range(n_reduce):
+                tail = [self._dp_nodes(e, dp_stream, self.grad_tmpl, tail)]
+            if ends:
+                tail = [e.node(self.emb_grad, dp_stream, tail, "dp_emb")]
+            grads = tail
+        elif ends:
+            grads.append(e.node(self.emb_grad, dp_stream, [e.last] if e.last else [], "dp_emb"))
+        if ends and p.pp > 1:
+            grads.append(self._tied_embedding(e))
+        n_layers = sum(self.chunk_layers[s::p.pp])
+        stage_params = self.layer_params * n_layers
+        stage_params += self.emb_params if s in (0, p.pp - 1) else 0.0
+        opt = e.comp(self.opt_tmpl(stage_params), grads)
+        if zero in (1, 2) and not overlap:
+            for _ in range(n_layers):
+                self._dp_nodes(e, dp_stream, self.gather_tmpl, [opt])
+        return peak
+
+    def _tied_embedding(self, e: Emitter) -> int:
+        """Megatron's tied word embedding: the first and the last stage all-reduce its
+        gradient before the step. One rendezvous node on both stages' embedding streams
+        (rank -1: it stands for both), added with the last stage once both backwards are done;
+        the first stage's optimizer already waits for its (reserved) id."""
+        if e.stage == 0:
+            self.first_stage_end = e.last
+            return _EMB_TIED_ID
+        deps = [d for d in (self.first_stage_end, e.last) if d is not None]
+        self.b.add(NodeKind.COLLECTIVE, resources=["s0.emb", f"s{e.stage}.emb"], deps=deps,
+                   rank=-1, name="embedding_tied_allreduce", node_id=_EMB_TIED_ID,
+                   template=self.emb_tied, stage=0)
+        return _EMB_TIED_ID
+
+    def _reduces(self, op: PipeOp, v: int) -> int:
+        reduce_now = self.par.zero_stage >= 2 or op.micro_batch == self.m - 1
+        return self.chunk_layers[v] if reduce_now else 0
+
+    def _dp_nodes(self, e: Emitter, stream: str, tmpls: list[int], deps: list[int]) -> int:
+        last = -1
+        for t in tmpls:
+            last = e.node(t, stream, deps, self.ops.template_names[t])
+        return last
+
+    def _forward(self, e: Emitter, op: PipeOp, v: int, dp: str) -> None:
+        lo = self.lops
+        deps = [self.send_id(True, op.micro_batch, v - 1)] if v > 0 else []
+        if v == 0:
+            e.comp(lo.embed_fwd, deps)
+            deps = []
+        for j in range(self.chunk_layers[v]):
+            if self.par.zero_stage == 3:
+                deps.append(self._zero3_gather(e, dp))
+            gather = self.gathers.pop((op.chunk, j), None)
+            if gather is not None:
+                deps.append(gather)
+            e.steps(lo.fwd, self.par.tp_comm_overlap, deps)
+            e.marks.append(e.last)
+            deps = []
+        if v == self.V - 1:
+            e.steps(lo.head_fwd, self.par.tp_comm_overlap, deps)
+        if v < self.V - 1:
+            self._send(e, self.send_id(True, op.micro_batch, v), v + 1)
+
+    def _backward(self, e: Emitter, op: PipeOp, v: int, dp: str) -> list[int]:
+        lo, p = self.lops, self.par
+        deps = [self.send_id(False, op.micro_batch, v + 1)] if v < self.V - 1 else []
+        if v == self.V - 1:
+            e.steps(lo.head_bwd, p.tp_comm_overlap, deps)
+            deps = []
+        reduce_now = self._reduces(op, v) > 0 and p.dp_overlap
+        grads: list[int] = []
+        for _ in range(self.chunk_layers[v]):
+            if p.zero_stage == 3:
+                deps.append(self._zero3_gather(e, dp))
+            if lo.recompute:
+                e.steps(lo.recompute, p.tp_comm_overlap, deps)
+                deps = []
+            e.steps(lo.bwd, p.tp_comm_overlap, deps)
+            e.marks.append(e.last)
+            deps = []
+            if reduce_now:
+                assert e.last is not None
+                grads.append(self._dp_nodes(e, dp, self.grad_tmpl, [e.last]))
+        if v == 0:
+            e.comp(lo.embed_bwd)
+        if v > 0:
+            self._send(e, self.send_id(False, op.micro_batch, v), v - 1)
+        return grads
+
+    def _zero3_gather(self, e: Emitter, dp: str) -> int:
+        """All-gather of one layer's parameters. Overlapped: it may start once the compute
+        stream finished the layer before the previous one (one layer of prefetch); else
+        only after the previous layer."""
+        back = 2 if self.par.dp_overlap else 1
+        mark = e.marks[-back] if len(e.marks) >= back else None
+        deps = [mark] if mark is not None else []
+        return self._dp_nodes(e, dp, self.gather_tmpl, deps)
+
+    def _send(self, e: Emitter, node_id: int, v_dst: int) -> None:
+        src, dst = e.stage, v_dst % self.par.pp
+        assert e.last is not None
+        kind = NodeKind.SEND
+        self.b.add(kind, resources=[f"pp{src}>{dst}"], deps=[e.last], rank=src, name="pp_send",
+                   node_id=node_id, template=self.p2p_tmpl, stage=src, peer=dst)
+
+
+def build_transformer(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: int
+                      ) -> TransformerWorkload:
+    """Generate the iteration graph of ``model`` under the resolved ``parallel`` plan
+    (``parallel.dp`` set; shapes already checked by :func:`simcore.api.check_structure`)."""
+    gen = _Generator(model, parallel, gpus_per_node)
+    flights = tuple(gen.stage(s) for s in range(parallel.pp))
+    return TransformerWorkload(graph=gen.b.build(), ops=gen.ops, num_stages=parallel.pp,
+                               in_flight=flights, layers_per_chunk=max(gen.chunk_layers),
+                               dp_overlap=parallel.dp_overlap, chunk_layers=gen.chunk_layers)

@@ -1,0 +1,182 @@
+"""The ops of one transformer block, embedding and output layer on one representative GPU.
+
+Shapes per GPU for a micro-batch of ``b`` samples, ``s = seq_len / cp`` local tokens per
+sample, ``T = b s`` tokens, tensor-parallel degree ``t`` (Megatron-LM: Shoeybi et al. 2019;
+sequence parallelism: Korthikanti et al. 2022, Sec. 4.2.2):
+
+- attention: layer norm, QKV GEMM ``T x h -> (h + 2 kv d) / t``, attention core over
+  ``b a / t`` heads (``cp`` chunks of ``s`` keys each, KV blocks passed around the CP ring),
+  output GEMM ``T x h/t -> h``, dropout + residual;
+- MLP: layer norm, up GEMM ``T x h -> ffn / t`` (x2 for SwiGLU's gate), activation, down GEMM,
+  dropout + residual; MoE: router GEMM, all-to-all dispatch over ``ep``, the experts' GEMMs on
+  ``T top_k`` tokens, all-to-all combine;
+- TP collectives on the activation ``T h`` (2 bytes/element): all-reduce after each block
+  (forward) and before it (backward); with sequence parallelism each all-reduce becomes a
+  reduce-scatter plus an all-gather of the same buffer (layer norms/dropouts then run on T/t).
+
+Backward = 2x the forward GEMMs (data and weight gradients) and memory-bound passes, 2.5x a
+fused flash-attention core (FlashAttention-2 backward); ``parallel.flash_attention = false``
+emits Megatron's unfused core (batched GEMMs, softmax and dropout over ``b a/t s^2`` scores). A layer is a list of *steps*: ``("c", tmpl)`` compute,
+``("tp", tmpl)`` / ``("ep", tmpl)`` a collective, ``("attn", chunk_tmpl, kv_tmpl, n)`` the
+attention core in ``n`` CP chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.ir.graph import CommType
+from simcore.ir.ops import COMPUTE, OpTable
+from simcore.specs.parallel import ParallelSpec
+from simcore.workloads.placement import GroupSpan
+from simcore.workloads.transformer.spec import ModelSpec
+
+__all__ = ["ACT_BYTES", "LayerOps", "Step", "build_layer_ops"]
+
+ACT_BYTES = 2.0  # activations and gradients travel in 16-bit
+_BWD_GEMM = 2.0
+_BWD_ATTN = 2.5
+_KIND = {"tp": 0, "dp": 1, "pp": 2, "cp": 3, "ep": 4}
+
+Step = tuple  # ("c", t) | ("tp", t) | ("ep", t) | ("attn", t_chunk, t_kv, n)
+
+
+@dataclass(frozen=True)
+class LayerOps:
+    """Step lists of one block and the templates of the ends of the model."""
+
+    fwd: tuple[Step, ...]
+    bwd: tuple[Step, ...]
+    recompute: tuple[Step, ...]
+    embed_fwd: int
+    embed_bwd: int
+    head_fwd: tuple[Step, ...]
+    head_bwd: tuple[Step, ...]
+
+
+class _Builder:
+    def __init__(self, model: ModelSpec, par: ParallelSpec, spans: dict[str, GroupSpan],
+                 ops: OpTable) -> None:
+        self.m, self.p, self.spans, self.ops = model, par, spans, ops
+        self.tokens = par.micro_batch * model.seq_len // par.cp
+        self.sp = par.sequence_parallel and par.tp > 1
+        self.norm_tokens = self.tokens / par.tp if self.sp else self.tokens
+
+    def gemm(self, n: float, k: float, m: float | None = None) -> int:
+        return self.ops.kernel("gemm", self.tokens if m is None else m, n, k)
+
+    def mem(self, elems_per_token: float, tokens: float | None = None) -> int:
+        t = self.norm_tokens if tokens is None else tokens
+        return self.ops.kernel("mem", elems_per_token * t * ACT_BYTES)
+
+    def coll(self, name: str, ctype: CommType, nbytes: float, group: str) -> int:
+        span = self.spans[group]
+        k = self.ops.kernel("coll", int(ctype), nbytes, span.size, span.ranks_per_node)
+        return self.ops.template(name, [(k, 1.0)], _KIND["ep" if group == "ep" else group])
+
+    def tp_pair(self, fwd: bool) -> tuple[list[Step], list[Step]]:
+        """(before-block, after-block) TP collectives of one block."""
+        if self.p.tp == 1:
+            return [], []
+        size = self.tokens * self.m.hidden_size * ACT_BYTES
+        if not self.sp:
+            ar = self.coll("tp_allreduce", CommType.ALL_REDUCE, size, "tp")
+            return [], [("tp", ar)]
+        ag = self.coll("tp_allgather", CommType.ALL_GATHER, size, "tp")
+        rs = self.coll("tp_reducescatter", CommType.REDUCE_SCATTER, size, "tp")
+        return ([("tp", ag)], [("tp", rs)])
+
+    def core(self, fwd: bool) -> list[tuple[int, float]]:
+        """Kernels of the attention core of all local queries against all keys (the CP
+        chunks split it). Flash: one fused kernel (backward 2.5x). Unfused (Megatron-LM before
+        flash attention): batched QK^T and AV GEMMs, fused scale-mask-softmax (read + write
+        ``b a/t s^2`` 16-bit scores) and dropout (read, write, 1-byte mask); backward 2x."""
+        m, p = self.m, self.p
+        heads = p.micro_batch * m.num_heads / p.tp
+        s_q, s_kv = m.seq_len // p.cp, m.seq_len
+        if p.flash_attention:
+            core = self.ops.kernel("attn", heads, s_q, s_kv, m.head_dim)
+            return [(core, 1.0 if fwd else _BWD_ATTN)]
+        qk = self.ops.kernel("gemm", heads * s_q, s_kv, m.head_dim)
+        av = self.ops.kernel("gemm", heads * s_q, m.head_dim, s_kv)
+        scores = heads * s_q * s_kv
+        softmax_dropout = self.ops.kernel("mem", scores * (2 * ACT_BYTES + 2 * ACT_BYTES + 1))
+        w = 1.0 if fwd else _BWD_GEMM
+        return [(qk, w), (av, w), (softmax_dropout, w)]
+
+    def attention(self, scale: float, fwd: bool, tag: str) -> list[Step]:
+        m, p = self.m, self.p
+        h, t = m.hidden_size, p.tp
+        pre = [(self.mem(2 * h), 1.0), (self.gemm(m.qkv_out / t, h), 1.0)]
+        post = [(self.gemm(h, h / t), 1.0), (self.mem(3 * h), 1.0)]
+        t_pre = self.ops.template(f"attn_pre_{tag}", [(k, w * scale) for k, w in pre])
+        t_post = self.ops.template(f"attn_post_{tag}", [(k, w * scale) for k, w in post])
+        t_core = self.ops.template(f"attn_core_{tag}", self.core(fwd))
+        kv_bytes = 2 * self.tokens * m.kv_heads * m.head_dim / t * ACT_BYTES
+        kv_bytes *= 2.0 if tag == "bwd" else 1.0  # KV and their gradients
+        span = self.spans["cp"]
+        kv = self.ops.kernel("p2p", kv_bytes, float(span.cross_node))
+        t_kv = self.ops.template("cp_kv_exchange", [(kv, 1.0)], _KIND["cp"])
+        return [("c", t_pre), ("attn", t_core, t_kv, p.cp), ("c", t_post)]
+
+    def mlp(self, scale: float, tag: str) -> list[Step]:
+        m, p = self.m, self.p
+        h, t, f = m.hidden_size, p.tp, m.ffn
+        up = (2 if m.mlp == "swiglu" else 1) * f / t
+        act_elems = (3 if m.mlp == "swiglu" else 2) * f / t
+        if not m.is_moe:
+            parts = [(self.mem(2 * h), 1.0), (self.gemm(up, h), 1.0),
+                     (self.mem(act_elems, self.tokens), 1.0), (self.gemm(h, f / t), 1.0),
+                     (self.mem(3 * h), 1.0)]
+            return [("c", self.ops.template(f"mlp_{tag}", [(k, w * scale) for k, w in parts]))]
+        routed = self.tokens * m.top_k
+        router = [(self.mem(2 * h), 1.0), (self.gemm(m.num_experts, h), 1.0)]
+        experts = [(self.gemm(up, h, routed), 1.0), (self.mem(act_elems, routed), 1.0),
+                   (self.gemm(h, f / t, routed), 1.0), (self.mem(3 * h), 1.0)]
+        steps: list[Step] = [("c", self.ops.template(
+            f"moe_router_{tag}", [(k, w * scale) for k, w in router]))]
+        a2a = None
+        if p.ep > 1:
+            size = routed * h * ACT_BYTES / (t if self.sp else 1)
+            a2a = self.coll("ep_alltoall", CommType.ALL_TO_ALL, size, "ep")
+            steps.append(("ep", a2a))
+        steps.append(("c", self.ops.template(
+            f"moe_experts_{tag}", [(k, w * scale) for k, w in experts])))
+        if a2a is not None:
+            steps.append(("ep", a2a))
+        return steps
+
+    def block(self, fwd: bool, tag: str) -> list[Step]:
+        scale = 1.0 if fwd else _BWD_GEMM
+        before, after = self.tp_pair(fwd)
+        attn = before + self.attention(scale, fwd, tag) + after
+        mlp = before + self.mlp(scale, tag) + after
+        return attn + mlp if fwd else mlp + attn
+
+
+def build_layer_ops(model: ModelSpec, parallel: ParallelSpec, spans: dict[str, GroupSpan],
+                    ops: OpTable) -> LayerOps:
+    """Step lists for one block (forward, backward, recompute) and the model's ends."""
+    b = _Builder(model, parallel, spans, ops)
+    fwd = tuple(b.block(True, "fwd"))
+    bwd = tuple(b.block(False, "bwd"))
+    if parallel.recompute == "full":
+        recompute = tuple(b.block(True, "recompute"))
+    elif parallel.recompute == "selective":
+        recompute = (("c", ops.template("attn_core_recompute", b.core(True))),)
+    else:
+        recompute = ()
+    h, v, t = model.hidden_size, model.vocab_size, parallel.tp
+    embed_fwd = ops.template("embedding_fwd", [(b.mem(2 * h, b.tokens), 1.0)])
+    embed_bwd = ops.template("embedding_bwd", [(b.mem(4 * h, b.tokens), 1.0)])
+    logits = [(b.mem(2 * h), 1.0), (b.gemm(v / t, h), 1.0), (b.mem(4 * v / t, b.tokens), 1.0)]
+    before, _ = b.tp_pair(True)
+    head_fwd = tuple(before) + (("c", ops.template("output_fwd", logits)),)
+    head_bwd: tuple[Step, ...] = (("c", ops.template("output_bwd", [(k, 2.0 * w) for k, w in logits])),)
+    if b.sp:
+        head_bwd = head_bwd + (("tp", b.coll("tp_reducescatter", CommType.REDUCE_SCATTER,
+                                            b.tokens * h * ACT_BYTES, "tp")),)
+    return LayerOps(fwd, bwd, recompute, embed_fwd, embed_bwd, head_fwd, head_bwd)
+
+
+__all__ += ["COMPUTE"]
