@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcore.emulator.algorithms import AG, AR, final_size
 from simcore.emulator.network.topology import Topology
 from simcore.emulator.specs import SystemSpec, split_algorithm
 from simcore.errors import InputError
+from simcore.network.collectives import astra_algorithm
+from simcore.network.collectives._base import AG, AR
 
 __all__ = ["Phase", "chunk_sizes", "phases_for"]
 
@@ -94,13 +95,13 @@ def phases_for(spec: SystemSpec, topo: Topology, npu: int, comm: str, chunk: int
     if comm != AR or spec.collective_optimization == "baseline":
         for members, alg, win, queue in (reversed(dims) if comm == AG else dims):
             phases.append(Phase(comm, members, alg, win, size, queue, delay))
-            size = final_size(comm, size, len(members), alg)
+            size = astra_algorithm(alg).final_size(comm, size, len(members))
         return phases
     for k, (members, alg, win, queue) in enumerate(dims):
         kind = AR if k == len(dims) - 1 else "reduce_scatter"
         phases.append(Phase(kind, members, alg, win, size, queue, delay))
-        size = final_size(kind, size, len(members), alg)
+        size = astra_algorithm(alg).final_size(kind, size, len(members))
     for members, alg, win, queue in reversed(dims[:-1]):
         phases.append(Phase(AG, members, alg, win, size, queue, delay))
-        size = final_size(AG, size, len(members), alg)
+        size = astra_algorithm(alg).final_size(AG, size, len(members))
     return phases

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simcore.errors import InputError
+from simcore.network.collectives import ASTRA_NAMES
 
 __all__ = [
     "ALGORITHMS",
@@ -24,16 +25,9 @@ __all__ = [
 
 # topology kinds of the analytical network (reference §2.2)
 TOPOLOGY_KINDS = ("Ring", "FullyConnected", "Switch")
-# native algorithm names (reference §1.4, CollectiveImplLookup.cc); directN / oneDirectN take a window
-ALGORITHMS = (
-    "ring",
-    "oneRing",
-    "direct",
-    "oneDirect",
-    "halvingDoubling",
-    "oneHalvingDoubling",
-    "doubleBinaryTree",
-)
+# native algorithm names (reference §1.4, CollectiveImplLookup.cc), from the collective registry;
+# directN / oneDirectN take a window
+ALGORITHMS = ASTRA_NAMES
 
 
 def split_algorithm(name: str) -> tuple[str, int]:

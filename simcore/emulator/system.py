@@ -8,7 +8,7 @@ Model (reference §1.2-§1.3; ``Sys.cc``, ``SchedulerUnit``, ``StreamBaseline``,
 - at most ceil(active-chunks-per-dimension / queues-per-dim) streams run per queue (one queue per
   dimension, the CLI default); when a stream finishes a phase it moves to the next phase's queue
   (``proceed_to_next_vnet_baseline``) and the freed slot starts the next waiting stream;
-- a phase runs the algorithm's lanes of steps (:mod:`simcore.emulator.algorithms`): messages are
+- a phase runs the algorithm's lanes of steps (:mod:`simcore.network.collectives`): messages are
   tagged with the stream id and matched per ``(tag, src, dst, size)``; sends from one NPU to the
   same ``(dst, tag)`` go one at a time, the next after the previous one arrived (``Sys::sim_send``
   pending sends);
@@ -21,10 +21,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from simcore.emulator.algorithms import Step, lanes_for
 from simcore.emulator.custom import CustomRun
 from simcore.emulator.plan import Phase, chunk_sizes, phases_for
 from simcore.errors import InputError
+from simcore.network.collectives import Step, astra_algorithm
 
 if TYPE_CHECKING:
     from simcore.emulator.context import AstraContext
@@ -161,8 +161,8 @@ class SystemLayer:
             program = self.ctx.load_custom(phase.custom, pos)
             CustomRun(self, program, phase.members, stream.tag, lambda: self._advance(stream)).start()
             return
-        lanes = lanes_for(phase.algorithm, phase.window, phase.comm, len(phase.members), pos, phase.size,
-                          stream.chunk)
+        lanes = astra_algorithm(phase.algorithm).lanes(phase.comm, len(phase.members), pos, phase.size,
+                                                       stream.chunk, phase.window)
         run = _PhaseRun(stream, phase, lanes)
         for lane in range(len(lanes)):
             self.ctx.events.after(phase.transfer_delay_ns, self._step, (run, lane, 0))

@@ -13,7 +13,7 @@ Durations (per template, (U, B) seconds, vectorized over the batch):
 - a collective of comm_size D on a communicator group of n ranks (one logical ring, the fixed
   10-cycle transfer delay, ``CommunicatorGroup.cc``): chunks :func:`simcore.emulator.plan.chunk_sizes`
   run one after another (one active chunk), each chunk's ring steps
-  :func:`simcore.emulator.algorithms.lanes_for` cost ``10 + sum_steps (hop + 10 + 3 floor(msg /
+  :meth:`~simcore.network.collectives.ring.Ring.lanes` cost ``10 + sum_steps (hop + 10 + 3 floor(msg /
   local-mem-bw) [reducing])`` ns with hop = ``int(hops x latency + msg / bytes_per_ns)``
   (:mod:`simcore.emulator.network.topology`, the unaware network) on the dimension the hop crosses. A ring
   mixing scale-up and scale-out hops costs the slowest rank's window of consecutive hops;
@@ -39,7 +39,6 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.emulator.algorithms import lanes_for
 from simcore.emulator.plan import LOCAL_DELAY_NS, chunk_sizes
 from simcore.engine._chains import predecessors
 from simcore.errors import InputError
@@ -47,6 +46,7 @@ from simcore.fidelity.astra.groups import CommEndpoints, comm_endpoints
 from simcore.fidelity.astra.machine import machine_collective_ns
 from simcore.ir.graph import CommType, Graph
 from simcore.ir.ops import COMPUTE, OpTable
+from simcore.network.collectives import REGISTRY
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec, TopologyDimSpec
 from simcore.workloads.transformer.generator import TransformerWorkload
@@ -221,7 +221,7 @@ def _collective_ns(links: _Links, ends: CommEndpoints, template: int, comm_type:
                          "reduce-scatter and all-to-all")
     total = np.zeros_like(links.mem_Bps)
     for chunk in chunk_sizes(comm, size, _SPLITS, n):
-        (steps,) = lanes_for("ring", 0, comm, n, 0, chunk, 0)
+        (steps,) = REGISTRY["ring"].lanes(comm, n, 0, chunk)
         total += _ENDPOINT_NS
         for st in steps:
             total += _ENDPOINT_NS + 3 * links.reduction_ns(st.nbytes) * st.reduce

@@ -11,7 +11,8 @@ buffer ``D`` (the phase's full size) costs the alpha-beta form
 
     t_phase = steps * (collective_step_latency + hop_latency) + wire_bytes / (line_rate * eff)
 
-with steps and bytes per rank from the algorithm (reference §1.4):
+with steps and bytes per rank from the algorithm's closed form (``phase`` of its
+:data:`~simcore.network.collectives.REGISTRY` entry; reference §1.4):
 
 | algorithm | all-reduce | reduce-scatter / all-gather | all-to-all |
 |---|---|---|---|
@@ -20,6 +21,9 @@ with steps and bytes per rank from the algorithm (reference §1.4):
 | halvingDoubling | 2 log2 p steps, 2(p-1)/p D | log2 p steps, (p-1)/p D | - |
 | doubleBinaryTree | 2 log2 p steps, 2 D | - | - |
 | in-switch (in_network, Switch dim) | 2 steps, D | as the algorithm | as the algorithm |
+
+A collective the algorithm does not implement is costed as a ring (a tree's scale-up
+reduce-scatter and all-gather around a scale-out all-reduce).
 
 In-switch reduction (ASTRA-sim 2.0 / SHARP, reference/methods-hap-ace-echo.md §4): each rank
 sends its buffer once to the switch and receives the reduced buffer, ~D on the wire instead of
@@ -44,58 +48,58 @@ from simcore.hardware.batch import SystemBatch
 from simcore.hardware.batch import as_column as _col
 from simcore.hardware.batch import as_row as _row
 from simcore.ir.graph import CommType
+from simcore.network.collectives import REGISTRY, algorithm
+from simcore.network.collectives._base import A2A, AG, AR, RS
 from simcore.network.collectives.nccl import collective_time_s
 from simcore.specs.collective import CollectiveSpec
 
-__all__ = ["ALG_CODE", "algorithm_collective_time_s", "phase_time_s"]
+__all__ = ["algorithm_collective_time_s", "phase_time_s"]
 
 FloatArray = NDArray[np.float64]
-ALG_CODE = {"auto": 0, "ring": 1, "direct": 2, "halvingDoubling": 3, "doubleBinaryTree": 4}
-_AR, _RS, _AG, _A2A = 0, 1, 2, 3  # phase kinds (rows of the per-system algorithm table)
-_TYPE_ROW = {CommType.ALL_REDUCE: (_AR, "all_reduce"), CommType.ALL_GATHER: (_AG, "all_gather"),
-             CommType.REDUCE_SCATTER: (_RS, "reduce_scatter"),
-             CommType.REDUCE_SCATTER_BLOCK: (_RS, "reduce_scatter"),
-             CommType.ALL_TO_ALL: (_A2A, "all_to_all")}
+IntArray = NDArray[np.int64]
+_ALGS = tuple(REGISTRY.values())  # a per-system table holds indices into this tuple
+_INDEX = {a.name: i for i, a in enumerate(_ALGS)}
+_AUTO = _INDEX[algorithm("auto").name]
+_RING, _IN_SWITCH = REGISTRY["ring"], REGISTRY["inSwitch"]
+_KINDS = (AR, RS, AG, A2A)  # rows of the per-system algorithm table
+_TYPE_ROW = {CommType.ALL_REDUCE: AR, CommType.ALL_GATHER: AG, CommType.REDUCE_SCATTER: RS,
+             CommType.REDUCE_SCATTER_BLOCK: RS, CommType.ALL_TO_ALL: A2A}
 
 
-def phase_time_s(kind: int, alg: NDArray[np.int64], p: FloatArray, nbytes: FloatArray,
+def phase_time_s(kind: str, alg: IntArray, p: FloatArray, nbytes: FloatArray,
                  bw_Bps: FloatArray, step_s: FloatArray, in_switch: NDArray[np.bool_]
                  ) -> FloatArray:
     """Seconds of one dimension phase (broadcasting arrays).
 
     Args:
-        kind: 0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 all-to-all.
-        alg: :data:`ALG_CODE` values (auto is costed as ring).
+        kind: the collective of the phase (``all_reduce``, ``reduce_scatter``, ...).
+        alg: indices into the registry's algorithms.
         p: ranks in the phase; nbytes: the phase's full buffer D, bytes.
         bw_Bps: effective line rate; step_s: latency per step.
         in_switch: in-switch reduction applies (all-reduce on a Switch dimension).
     """
     p = np.maximum(p, 1.0)
-    frac = (p - 1.0) / p
-    log_p = np.ceil(np.log2(p))
-    if kind == _AR:
-        steps = np.select([alg == 2, alg >= 3], [np.where(p > 1, 2.0, 0.0), 2.0 * log_p],
-                          2.0 * (p - 1.0))
-        wire = np.where(alg == 4, 2.0 * nbytes, 2.0 * frac * nbytes)
-        steps = np.where(in_switch & (p > 1), 2.0, steps)
-        wire = np.where(in_switch & (p > 1), nbytes, wire)
-    elif kind == _A2A:
-        steps = np.where(alg == 2, np.where(p > 1, 1.0, 0.0), p * (p - 1.0) / 2.0)
-        wire = np.where(alg == 2, frac * nbytes, (p - 1.0) / 2.0 * nbytes)
-    else:
-        steps = np.select([alg == 2, alg == 3], [np.where(p > 1, 1.0, 0.0), log_p], p - 1.0)
-        wire = frac * nbytes
+    shape = np.broadcast_shapes(np.shape(alg), np.shape(p), np.shape(nbytes))
+    steps, wire = np.zeros(shape), np.zeros(shape)
+    for code in np.unique(alg).tolist():
+        a = _ALGS[code]
+        s, w = (a if a.supports(kind) is None else _RING).phase(kind, p, nbytes)
+        steps, wire = np.where(alg == code, s, steps), np.where(alg == code, w, wire)
+    if kind == AR:
+        on = in_switch & (p > 1)
+        s, w = _IN_SWITCH.phase(AR, p, nbytes)
+        steps, wire = np.where(on, s, steps), np.where(on, w, wire)
     return np.asarray(steps * step_s + wire / bw_Bps)
 
 
-def _table(specs: tuple[CollectiveSpec, ...]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(4, B) algorithm codes on the scale-up and scale-out dimensions per phase kind."""
-    up = np.zeros((4, len(specs)), dtype=np.int64)
+def _table(specs: tuple[CollectiveSpec, ...]) -> tuple[IntArray, IntArray]:
+    """(4, B) algorithm indices on the scale-up and scale-out dimensions per collective kind."""
+    up = np.zeros((len(_KINDS), len(specs)), dtype=np.int64)
     out = np.zeros_like(up)
     for b, spec in enumerate(specs):
-        for row, key in set(_TYPE_ROW.values()):
+        for row, key in enumerate(_KINDS):
             a_up, a_out = spec.per_dim(key)
-            up[row, b], out[row, b] = ALG_CODE[a_up], ALG_CODE[a_out]
+            up[row, b], out[row, b] = _INDEX[algorithm(a_up).name], _INDEX[algorithm(a_out).name]
     return up, out
 
 
@@ -115,8 +119,8 @@ def algorithm_collective_time_s(sb: SystemBatch, comm_type: object, nbytes: obje
     m = np.ceil(n / k)
     up_tab, out_tab = _table(specs)
     row = np.full(ct.shape, -1, dtype=np.int64)
-    for t, (r, _) in _TYPE_ROW.items():
-        row[ct == float(t)] = r
+    for t, kind in _TYPE_ROW.items():
+        row[ct == float(t)] = _KINDS.index(kind)
     safe = np.maximum(row[:, 0], 0)
     alg_up, alg_out = up_tab[safe], out_tab[safe]  # (U, B)
     chunks = _row(np.array([s.chunks_per_collective for s in specs], dtype=np.float64))
@@ -132,15 +136,15 @@ def algorithm_collective_time_s(sb: SystemBatch, comm_type: object, nbytes: obje
     )
     d = size / chunks
     explicit = np.zeros(np.broadcast_shapes(alg_up.shape, d.shape))
-    for kind in (_AR, _RS, _AG, _A2A):
+    for r, kind in enumerate(_KINDS):
         phases = _phases(kind, k, m, n, d, alg_up, alg_out, sw_up, sw_out, dims)
         total = sum(phases, np.zeros_like(explicit))
         longest = np.maximum.reduce(phases)
-        explicit = np.where(row == kind, total + (chunks - 1.0) * longest, explicit)
+        explicit = np.where(row == r, total + (chunks - 1.0) * longest, explicit)
     base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
     explicit = np.where((n <= 1.0) | (size <= 0.0), 0.0, base + explicit)
-    use = (row >= 0) & (alg_up > 0)
-    auto_switch = (ct == float(CommType.ALL_REDUCE)) & (alg_up == 0) & sw_up & (
+    use = (row >= 0) & (alg_up != _AUTO)
+    auto_switch = (ct == float(CommType.ALL_REDUCE)) & (alg_up == _AUTO) & sw_up & (
         (m <= 1.0) | sw_out)
     if auto_switch.any():
         calibrated = np.where(auto_switch, _in_switch_auto_s(sb, size, n, k, m), calibrated)
@@ -155,30 +159,30 @@ def _in_switch_auto_s(sb: SystemBatch, size: FloatArray, n: FloatArray, k: Float
     up = _row(sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"])
     nic = _row(sb.scaleout_bandwidth_Bps * sb.calib["scaleout_efficiency"])
     busbw = np.where(m <= 1.0, up, np.minimum(up, k * nic))
-    steps = (np.where(k > 1.0, 2.0, 0.0) * (step + _row(sb.scaleup_latency_s))
-             + np.where(m > 1.0, 2.0, 0.0) * (step + _row(sb.scaleout_latency_s)))
+    steps = (_IN_SWITCH.phase(AR, k, size)[0] * (step + _row(sb.scaleup_latency_s))
+             + _IN_SWITCH.phase(AR, m, size)[0] * (step + _row(sb.scaleout_latency_s)))
     base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
-    t = base + steps + size / busbw
+    t = base + steps + _IN_SWITCH.phase(AR, n, size)[1] / busbw
     return np.asarray(np.where((n <= 1.0) | (size <= 0.0), 0.0, t))
 
 
-def _phases(kind: int, k: FloatArray, m: FloatArray, n: FloatArray, d: FloatArray,
+def _phases(kind: str, k: FloatArray, m: FloatArray, n: FloatArray, d: FloatArray,
             alg_up: NDArray[np.int64], alg_out: NDArray[np.int64], sw_up: NDArray[np.bool_],
             sw_out: NDArray[np.bool_], dims: tuple[tuple[FloatArray, FloatArray], ...]
             ) -> list[FloatArray]:
     """Per-dimension phase times (U, B) of one chunk ``d`` (see the module docstring)."""
     (bw_up, st_up), (bw_out, st_out) = dims
     no = np.zeros(1, dtype=bool)
-    if kind == _AR:  # inside one node: one all-reduce phase (in-switch where a Switch)
+    if kind == AR:  # inside one node: one all-reduce phase (in-switch where a Switch)
         inside = m <= 1.0
-        single = phase_time_s(_AR, alg_up, k, d, bw_up, st_up, sw_up)
-        rs = phase_time_s(_RS, alg_up, k, d, bw_up, st_up, no)
-        ar = phase_time_s(_AR, alg_out, m, d / k, bw_out, st_out, sw_out)
-        ag = phase_time_s(_AG, alg_up, k, d, bw_up, st_up, no)
+        single = phase_time_s(AR, alg_up, k, d, bw_up, st_up, sw_up)
+        rs = phase_time_s(RS, alg_up, k, d, bw_up, st_up, no)
+        ar = phase_time_s(AR, alg_out, m, d / k, bw_out, st_out, sw_out)
+        ag = phase_time_s(AG, alg_up, k, d, bw_up, st_up, no)
         return [np.where(inside, single, rs), np.where(inside, 0.0, ar),
                 np.where(inside, 0.0, ag)]
-    if kind == _A2A:
-        return [phase_time_s(_A2A, alg_up, k, d * k / n, bw_up, st_up, no),
-                phase_time_s(_A2A, alg_out, m, d, bw_out, st_out, no)]
+    if kind == A2A:
+        return [phase_time_s(A2A, alg_up, k, d * k / n, bw_up, st_up, no),
+                phase_time_s(A2A, alg_out, m, d, bw_out, st_out, no)]
     return [phase_time_s(kind, alg_up, k, d, bw_up, st_up, no),
             phase_time_s(kind, alg_out, m, d / k, bw_out, st_out, no)]

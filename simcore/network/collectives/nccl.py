@@ -26,23 +26,38 @@ reference/peers-hardware-measurements.md B.9)::
   plus the base latency.
 
 Inputs: ``sb`` (B systems) and scalars or (U,) arrays; results (U, B) seconds.
+
+As a registry entry (:class:`Nccl`, ``auto`` in ``conf/collective``) one phase over p ranks is
+NCCL's ring schedule: ``passes * (p-1)`` steps and ``traffic_factor * D`` on the wire; its steps
+are the ring's (all-to-all: one message of D/p to every peer in turn; broadcast / reduce: a
+chain from / to position 0) and its ET graphs the ring's.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
-from numpy.typing import NDArray
 
 from simcore.hardware.batch import SystemBatch
 from simcore.hardware.batch import as_column as _col
 from simcore.hardware.batch import as_row as _row
 from simcore.ir.graph import CommType
+from simcore.network.collectives._base import (
+    A2A,
+    AG,
+    AR,
+    BROADCAST,
+    REDUCE,
+    RS,
+    CollectiveAlgorithm,
+    FloatArray,
+    Step,
+)
+from simcore.network.collectives._et import RankGraph
+from simcore.network.collectives.ring import ring_graphs, ring_lanes
 
-__all__ = ["bus_bandwidth_Bps", "collective_time_s", "p2p_time_s", "traffic_factor"]
-
-FloatArray = NDArray[np.float64]
-
-
+__all__ = ["Nccl", "bus_bandwidth_Bps", "collective_time_s", "p2p_time_s", "traffic_factor"]
 
 
 def traffic_factor(comm_type: object, group_size: object) -> FloatArray:
@@ -123,3 +138,36 @@ def p2p_time_s(sb: SystemBatch, nbytes: object, cross_node: object) -> FloatArra
     base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
     t = size / (bw * _row(sb.calib["p2p_efficiency"])) + lat + base
     return np.asarray(np.where(size <= 0.0, 0.0, t))
+
+
+class Nccl(CollectiveAlgorithm):
+    """The calibrated NCCL-aware model as an algorithm (``auto``): NCCL's rings."""
+
+    name: ClassVar[str] = "nccl"
+    aliases: ClassVar[tuple[str, ...]] = ("auto",)
+    kinds: ClassVar[tuple[str, ...]] = (AR, RS, AG, A2A, BROADCAST, REDUCE)
+    et_step_delays: ClassVar[bool] = True
+
+    def _phase(self, kind: str, p: FloatArray, nbytes: FloatArray) -> tuple[FloatArray, FloatArray]:
+        frac = (p - 1.0) / p  # traffic_factor's bus-bandwidth factors
+        if kind == AR:
+            return np.asarray(2.0 * (p - 1.0)), np.asarray(2.0 * frac * nbytes)
+        if kind in (BROADCAST, REDUCE):
+            return np.asarray(p - 1.0), np.asarray(np.where(p > 1.0, 1.0, 0.0) * nbytes)
+        return np.asarray(p - 1.0), np.asarray(frac * nbytes)
+
+    def lanes(self, comm: str, n: int, pos: int, size: int, chunk: int = 0, window: int = 0
+              ) -> list[list[Step]]:
+        if comm == A2A:
+            return [[Step(((pos + k) % n,), ((pos - k) % n,), size // n, False) for k in range(1, n)]]
+        if comm == BROADCAST:  # a chain from position 0
+            recv = [Step((), (pos - 1,), size, False)] if pos > 0 else []
+            return [recv + ([Step((pos + 1,), (), size, False)] if pos < n - 1 else [])]
+        if comm == REDUCE:  # a chain to position 0, reducing on the way
+            recv = [Step((), (pos + 1,), size, True)] if pos < n - 1 else []
+            return [recv + ([Step((pos - 1,), (), size, False)] if pos > 0 else [])]
+        return ring_lanes(comm, n, pos, size)
+
+    def _et_graph(self, comm: str, n: int, size: int, reduce_micros: int, step_micros: int
+                  ) -> list[RankGraph]:
+        return ring_graphs(comm, n, size, reduce_micros, step_micros)
