@@ -20,7 +20,13 @@ import pytest
 
 from simcore.errors import InputError
 from simcore.ir.graph import CommType
-from simcore.network.collectives import ASTRA_NAMES, REGISTRY, CollectiveAlgorithm, algorithm, astra_algorithm
+from simcore.network.collectives import (
+    ASTRA_NAMES,
+    REGISTRY,
+    CollectiveAlgorithm,
+    algorithm,
+    astra_algorithm,
+)
 from simcore.network.collectives._base import AG, ET_KINDS, KINDS, Step, comm_size
 from simcore.network.collectives.et_graphs import build_collective, et_algorithms
 from simcore.network.collectives.nccl import traffic_factor
