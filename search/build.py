@@ -45,9 +45,13 @@ def _construct(cls: type, data: dict[str, Any], prefix: str) -> Any:
 
 
 def build_model(cfg: DictConfig) -> ModelSpec:
-    """``cfg.workload`` -> :class:`ModelSpec`."""
-    spec = _construct(ModelSpec, _section(cfg, "workload"), "workload")
-    assert isinstance(spec, ModelSpec)
+    """``cfg.workload`` -> the spec of the family ``workload.family`` selects (default
+    ``transformer``: :class:`ModelSpec`; :data:`simcore.workloads.REGISTRY`)."""
+    from simcore.workloads import get_family
+
+    data = _section(cfg, "workload")
+    family = get_family(str(data.pop("family", "transformer")))
+    spec: ModelSpec = _construct(family.spec_type, data, "workload")
     return spec
 
 

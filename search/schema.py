@@ -208,6 +208,14 @@ def _load_spec(path: str) -> type | None:
         return None
 
 
+def _with_family(schema: type) -> type:
+    """``schema`` plus the key ``family`` (default ``transformer``)."""
+    if schema not in _MIRRORS:
+        _MIRRORS[schema] = dataclasses.make_dataclass(
+            schema.__name__, [("family", str, field(default="transformer"))], bases=(schema,))
+    return _MIRRORS[schema]
+
+
 def group_schemas() -> dict[str, type]:
     """Group name -> schema dataclass for every group with a schema."""
     out: dict[str, type] = {}
@@ -215,6 +223,8 @@ def group_schemas() -> dict[str, type]:
         spec = _load_spec(path)
         if spec is not None:
             out[group] = mirror(spec)
+    if "workload" in out:  # workload.family selects the family (simcore.workloads.REGISTRY)
+        out["workload"] = _with_family(out["workload"])
     out.update({group: mirror(cls) for group, cls in _OWN_GROUPS.items()})
     return out
 

@@ -5,6 +5,8 @@ per node) share the graph structure; they differ only in hardware numbers (FLOP/
 latencies, calibration). :func:`simulate_batch` builds and compiles the graph once per
 structure (cached) and evaluates the whole batch in vectorized numpy (DESIGN.md, "The
 vectorized engine"). Points that cannot run come back as ``feasible = False`` with a reason.
+The model is the spec of any workload family and the fidelity a name: both are dispatched through
+their registries (:data:`simcore.workloads.REGISTRY`, :data:`simcore.fidelity.REGISTRY`).
 """
 
 from __future__ import annotations
@@ -16,35 +18,29 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.engine.evaluate import (
-    CompiledWorkload,
-    compile_workload,
-    evaluate_times,
-    template_durations,
-)
+from simcore.engine.evaluate import CompiledWorkload, compile_workload, evaluate_times
 from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
-from simcore.fidelity.astra.costs import astra_template_durations, astra_workload, check_fidelity
-from simcore.fidelity.overlap import overlap_slowdown
+from simcore.fidelity import get_fidelity
 from simcore.hardware.batch import SystemBatch
-from simcore.memory import check_memory
+from simcore.memory.capacity import check_capacity
 from simcore.memory.offload import apply_memory_tier
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
-from simcore.workloads.transformer.generator import build_transformer
-from simcore.workloads.transformer.spec import ModelSpec
+from simcore.workloads import family_of
 
-__all__ = ["check_structure", "compiled_workload", "simulate_batch", "structure_key"]
+__all__ = ["check_structure", "compiled_workload", "evaluated_durations", "simulate_batch",
+           "structure_key"]
 
 
-def structure_key(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec) -> Hashable:
+def structure_key(model: Hashable, parallel: ParallelSpec, system: SystemSpec) -> Hashable:
     """Hashable key: points with equal keys share one graph and may share a batch."""
     return (model, parallel, system.num_gpus, system.gpus_per_node)
 
 
-def check_structure(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec
+def check_structure(model: Hashable, parallel: ParallelSpec, system: SystemSpec
                     ) -> tuple[ParallelSpec | None, str]:
-    """Resolve ``parallel`` for ``system`` and check the shape rules.
+    """Resolve ``parallel`` for ``system`` and check the family's shape rules.
 
     Returns:
         (resolved plan, '') when the structure is valid, else (None, one-line reason).
@@ -53,38 +49,18 @@ def check_structure(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec
         par = parallel.resolve(system.num_gpus)
     except InputError as err:
         return None, str(err)
-    m = model
-    try:  # uneven splits are allowed (simcore.specs.layer_split); each chunk needs a layer
-        par.chunk_layers(m.num_layers)
-    except InputError as err:
-        return None, str(err)
-    rules = [
-        (m.num_heads % par.tp == 0, "workload.num_heads", m.num_heads,
-         f"must be divisible by tp={par.tp}"),
-        (m.kv_heads % par.tp == 0, "workload.num_kv_heads", m.kv_heads,
-         f"must be divisible by tp={par.tp}"),
-        (m.ffn % par.tp == 0, "workload.ffn_hidden_size", m.ffn, f"must be divisible by tp={par.tp}"),
-        (m.seq_len % par.cp == 0, "workload.seq_len", m.seq_len, f"must be divisible by cp={par.cp}"),
-        (m.num_experts % par.ep == 0, "workload.num_experts", m.num_experts,
-         f"must be divisible by ep={par.ep}"),
-        (par.ep == 1 or m.is_moe, "parallel.ep", par.ep, "expert parallelism needs num_experts > 1"),
-    ]
-    for ok, key, value, rule in rules:
-        if not ok:
-            return None, str(InputError(key, value, rule))
-    return par, ""
+    reason = family_of(model).check(model, par, system)
+    return (None, reason) if reason is not None else (par, "")
 
 
 @lru_cache(maxsize=32)
-def _compiled(model: ModelSpec, par: ParallelSpec, gpus_per_node: int,
+def _compiled(model: Hashable, par: ParallelSpec, gpus_per_node: int,
               fidelity: str = "calibrated") -> CompiledWorkload:
-    workload = build_transformer(model, par, gpus_per_node)
-    if fidelity == "astra":  # ASTRA-sim: one communication op in flight per NPU
-        workload = astra_workload(workload)
-    return compile_workload(workload)
+    workload = family_of(model).build(model, par, gpus_per_node)
+    return compile_workload(get_fidelity(fidelity).prepare(workload))
 
 
-def compiled_workload(model: ModelSpec, parallel: ParallelSpec, system: SystemSpec,
+def compiled_workload(model: Hashable, parallel: ParallelSpec, system: SystemSpec,
                       fidelity: str = "calibrated") -> CompiledWorkload:
     """The cached compiled graph of a valid structure (``fidelity`` as in :func:`simulate_batch`).
 
@@ -93,9 +69,28 @@ def compiled_workload(model: ModelSpec, parallel: ParallelSpec, system: SystemSp
     """
     par, reason = check_structure(model, parallel, system)
     if par is None:
-        raise InputError("structure", f"{model.name}", reason)
-    check_fidelity(fidelity)
+        raise InputError("structure", f"{getattr(model, 'name', model)}", reason)
+    get_fidelity(fidelity)
     return _compiled(model, par, system.gpus_per_node, fidelity)
+
+
+def evaluated_durations(model: Hashable, parallel: ParallelSpec, system: SystemSpec,
+                        fidelity: str = "calibrated"
+                        ) -> tuple[CompiledWorkload, NDArray[np.float64], float | None]:
+    """What :func:`simulate_batch` schedules for one system: the compiled graph of ``fidelity``,
+    its (U,) template seconds and the overlap slowdown (None: not modelled), e.g. for a
+    timeline (:func:`simcore.engine.trace.chrome_trace`).
+
+    Raises:
+        InputError: the structure is invalid, or the fidelity is unknown.
+    """
+    fid = get_fidelity(fidelity)
+    cw = compiled_workload(model, parallel, system, fidelity)
+    par = parallel.resolve(system.num_gpus)
+    sb = SystemBatch.from_specs([system])
+    slow = fid.overlap_slowdown(sb)
+    return (cw, fid.durations(cw, sb, [system], par)[:, 0],
+            None if slow is None else float(slow[0]))
 
 
 def _infeasible(b: int, reason: str, memory_gib: float = float("nan")) -> BatchResult:
@@ -108,15 +103,16 @@ def _infeasible(b: int, reason: str, memory_gib: float = float("nan")) -> BatchR
     )
 
 
-def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[SystemSpec],
+def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[SystemSpec],
                    fidelity: str = "calibrated") -> BatchResult:
     """Simulate one training iteration of ``model`` under ``parallel`` on each system.
 
     Args:
-        model: the transformer.
+        model: the spec of any registered workload family (:data:`simcore.workloads.REGISTRY`;
+            the family comes from the spec's type or its ``family`` field).
         parallel: the plan (``dp`` may be None: derived from ``num_gpus``).
         systems: B clusters sharing ``structure_key`` (same GPU count and GPUs per node).
-        fidelity: ``calibrated`` (predict real hardware: calibrated NCCL-aware collectives, one
+        fidelity: a name of :data:`simcore.fidelity.REGISTRY`: ``calibrated`` (predict real hardware: calibrated NCCL-aware collectives, one
             stream per communication kind, overlap slowdown) or ``astra`` (reproduce ASTRA-sim's
             analytical backend on the system ``simsweep chakra export`` writes:
             :mod:`simcore.fidelity.astra.costs`).
@@ -130,7 +126,8 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
     """
     if len(systems) == 0:
         raise InputError("systems", 0, "a batch needs at least one system")
-    check_fidelity(fidelity)
+    fid = get_fidelity(fidelity)
+    family = family_of(model)
     keys = {structure_key(model, parallel, s) for s in systems}
     if len(keys) != 1:
         raise InputError("systems", f"{len(keys)} structures",
@@ -145,20 +142,18 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
     cw = _compiled(model, par, systems[0].gpus_per_node, fidelity)
     sb = SystemBatch.from_specs(systems)
     peak = sb.peak_flops[par.precision]
-    # frozen specs satisfy calib's ModelLike/ParallelLike read-only; mypy wants settable
-    fits, peak_gib, reasons = check_memory(cast(Any, model), cast(Any, par), sb)
+    fits, peak_gib, reasons = check_capacity(*family.peak_footprint(model, par), sb)
     tier = None
-    if fidelity == "calibrated" and any(s.memory.offloads for s in systems):
-        tier = apply_memory_tier(cast(Any, model), cast(Any, par), sb, fits, reasons)
-        fits, reasons = tier.fits, tier.reasons  # remote memory tier (conf/memory/)
-        peak_gib = np.where([s.memory.offloads for s in systems], tier.peak_gib, peak_gib)
-    elif fidelity == "astra" and any(s.memory.offloads for s in systems):
-        fits, reasons = _no_tier_in_astra_mode(systems, fits, reasons)
-    tdur = template_durations(cw, sb, par.precision)
-    if fidelity == "astra":  # ASTRA-sim's costs; no overlap slowdown in its analytical backend
-        bd = evaluate_times(cw, astra_template_durations(cw.workload, par, systems, tdur))
-    else:
-        bd = evaluate_times(cw, tdur, overlap_slowdown(sb)[0] - 1.0)
+    if any(s.memory.offloads for s in systems):
+        why = fid.supports("memory_offload")
+        if why is None:
+            # frozen specs satisfy the ModelLike/ParallelLike protocols read-only
+            tier = apply_memory_tier(cast(Any, model), cast(Any, par), sb, fits, reasons)
+            fits, reasons = tier.fits, tier.reasons  # remote memory tier (conf/memory/)
+            peak_gib = np.where([s.memory.offloads for s in systems], tier.peak_gib, peak_gib)
+        else:
+            fits, reasons = _unsupported_offload(systems, fits, reasons, why)
+    bd = evaluate_times(cw, fid.durations(cw, sb, systems, par), fid.overlap_slowdown(sb))
     exposed_total = np.zeros(b)
     for v in bd.exposed_by_kind.values():
         exposed_total += v
@@ -166,7 +161,7 @@ def simulate_batch(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[S
     if tier is not None:  # offload traffic on the critical path: exposed, in no comm kind
         iteration_s = iteration_s + tier.transfer_s
         exposed_total = exposed_total + tier.transfer_s
-    flops = model.model_flops_per_sample() * par.global_batch
+    flops = family.flops_per_iter(model, par)
     tflops = flops / iteration_s / par.num_gpus / 1e12
     return BatchResult(
         iteration_time_s=iteration_s, compute_s=bd.compute_s,
@@ -181,7 +176,7 @@ def _peak_tflops(system: SystemSpec, precision: str) -> float:
     return float(getattr(system.accelerator, f"peak_tflops_{precision}", 0.0))
 
 
-def _split_unsupported(model: ModelSpec, parallel: ParallelSpec, systems: Sequence[SystemSpec],
+def _split_unsupported(model: Hashable, parallel: ParallelSpec, systems: Sequence[SystemSpec],
                        supported: np.ndarray, precision: str, fidelity: str = "calibrated"
                        ) -> BatchResult:
     """Evaluate the points whose accelerator supports ``precision``; mask the others."""
@@ -202,12 +197,9 @@ def _split_unsupported(model: ModelSpec, parallel: ParallelSpec, systems: Sequen
     return BatchResult(**{**out.__dict__, "reason": tuple(reasons)})
 
 
-def _no_tier_in_astra_mode(systems: Sequence[SystemSpec], fits: NDArray[np.bool_],
-                           reasons: tuple[str, ...]) -> tuple[NDArray[np.bool_], tuple[str, ...]]:
-    """Points that offload to a memory tier are infeasible in ``astra`` mode, with the reason:
-    the system ``simsweep chakra export`` writes (and so ASTRA-sim) has no remote memory tier."""
+def _unsupported_offload(systems: Sequence[SystemSpec], fits: NDArray[np.bool_],
+                         reasons: tuple[str, ...], why: str
+                         ) -> tuple[NDArray[np.bool_], tuple[str, ...]]:
+    """Points that offload to a memory tier are infeasible, with the fidelity's reason."""
     offloads = np.array([s.memory.offloads for s in systems])
-    why = ("memory offload is not modelled with fidelity=astra (ASTRA-sim's exported system has "
-           "no remote memory tier); use fidelity=calibrated")
     return fits & ~offloads, tuple(why if o else r for o, r in zip(offloads, reasons, strict=True))
-

@@ -17,11 +17,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from simcore.traces.chakra.et import read_trace
-
-_GIB_PER_GB = 1e9 / 2**30  # ASTRA-sim's network "GB/s" is GiB/s (reference §3)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,27 +56,6 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _astra_configs(system: Any) -> tuple[dict[str, Any], str]:
-    """ASTRA-sim system JSON and analytical network YAML for a SystemSpec."""
-    dims = [(system.scaleup, system.gpus_per_node)]
-    if system.num_nodes > 1:
-        dims.append((system.scaleout, system.num_nodes))
-    net = (f"topology: [ {', '.join(d.kind for d, _ in dims)} ]\n"
-           f"npus_count: [ {', '.join(str(n) for _, n in dims)} ]\n"
-           f"bandwidth: [ {', '.join(f'{d.bandwidth_GBps * _GIB_PER_GB:.6f}' for d, _ in dims)} ]\n"
-           f"latency: [ {', '.join(f'{d.latency_ns:g}' for d, _ in dims)} ]\n")
-    algos = ["ring"] * len(dims)
-    sysjson = {
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4, "all-reduce-implementation": algos,
-        "all-gather-implementation": algos, "reduce-scatter-implementation": algos,
-        "all-to-all-implementation": algos, "collective-optimization": "localBWAware",
-        "local-mem-bw": system.accelerator.hbm_bandwidth_GBps, "boost-mode": 0,
-        "roofline-enabled": 0, "peak-perf": system.accelerator.peak_tflops_bf16,
-    }
-    return sysjson, net
-
-
 def _export(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -88,9 +64,10 @@ def _export(args: argparse.Namespace) -> int:
     from simcore.api import check_structure, compiled_workload
     from simcore.engine.evaluate import template_durations
     from simcore.errors import InputError
+    from simcore.fidelity.astra.export_system import network_yaml, system_json
     from simcore.hardware import SystemBatch
     from simcore.traces.chakra.export import write_comm_groups, write_traces
-    from simcore.workloads.transformer.export import transformer_to_traces
+    from simcore.workloads import family_of
 
     model, parallel, system = build_specs(compose(list(args.overrides)))
     par, reason = check_structure(model, parallel, system)
@@ -98,13 +75,12 @@ def _export(args: argparse.Namespace) -> int:
         raise InputError("structure", model.name, reason)
     cw = compiled_workload(model, parallel, system)
     seconds = template_durations(cw, SystemBatch.from_specs([system]), par.precision)[:, 0]
-    traces, groups = transformer_to_traces(cw.workload, par, np.asarray(seconds) * 1e6)
+    traces, groups = family_of(model).export_traces(cw.workload, par, np.asarray(seconds) * 1e6)
     out = str(args.out)
     paths = write_traces(out, [traces[r] for r in range(len(traces))])
     write_comm_groups(f"{out}.comm_groups.json", groups)
-    sysjson, net = _astra_configs(system)
-    Path(f"{out}.system.json").write_text(json.dumps(sysjson, indent=1) + "\n")
-    Path(f"{out}.network.yml").write_text(net)
+    Path(f"{out}.system.json").write_text(json.dumps(system_json(system), indent=1) + "\n")
+    Path(f"{out}.network.yml").write_text(network_yaml(system))
     nodes = sum(t.num_nodes for t in traces.values())
     print(f"wrote {len(paths)} ET files ({nodes} nodes) {out}.<rank>.et, {len(groups)} comm groups; "
           f"run: simsweep astra --workload {out} --system {out}.system.json "

@@ -3,7 +3,8 @@
 Composes the Hydra config (``conf/config.yaml``, overrides in Hydra's grammar) with the compose
 API, builds the specs (:mod:`search.build`) and calls :func:`simcore.api.simulate_batch` on a
 batch of one. Prints iteration time, breakdown, memory per GPU and MFU, or one JSON object;
-``--trace FILE`` writes a Chrome-trace (Perfetto) timeline of the representative ranks.
+``--trace FILE`` writes a Chrome-trace (Perfetto) timeline of the representative ranks, as the
+configured fidelity schedules them (its last event ends at the printed iteration time).
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from simcore.api import check_structure, compiled_workload, simulate_batch
-from simcore.engine.evaluate import template_durations
+from simcore.api import check_structure, evaluated_durations, simulate_batch
 from simcore.engine.trace import chrome_trace
 from simcore.errors import InputError
-from simcore.hardware import SystemBatch
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -70,13 +69,13 @@ def main(argv: list[str]) -> int:
     args = _parse(argv)
     cfg = compose(list(args.overrides))
     model, parallel, system = build_specs(cfg)
-    result = simulate_batch(model, parallel, [system], str(cfg.get("fidelity", "calibrated")))
+    fidelity = str(cfg.get("fidelity", "calibrated"))
+    result = simulate_batch(model, parallel, [system], fidelity)
     row = result.rows()[0]
     par, reason = check_structure(model, parallel, system)
     if args.trace and par is not None:
-        cw = compiled_workload(model, parallel, system)
-        tdur = template_durations(cw, SystemBatch.from_specs([system]), par.precision)
-        Path(args.trace).write_text(json.dumps(chrome_trace(cw, tdur[:, 0])))
+        cw, tdur, slowdown = evaluated_durations(model, parallel, system, fidelity)
+        Path(args.trace).write_text(json.dumps(chrome_trace(cw, tdur, slowdown)))
     if args.json:
         out = {"workload": model.name, "system": system.name, "num_gpus": system.num_gpus,
                **{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}}

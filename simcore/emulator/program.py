@@ -18,21 +18,24 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.errors import InputError
+from simcore.ir.dag import blocked
+from simcore.ir.graph import NodeKind
 
 __all__ = ["INT_ATTRS", "NodeType", "RankProgram", "check_acyclic"]
 
 
 class NodeType:
-    """Chakra ``NodeType`` numbers (reference §4.1)."""
+    """Chakra ``NodeType`` numbers as plain ints for the event loop (values from
+    :class:`simcore.ir.graph.NodeKind`, the one definition)."""
 
-    INVALID = 0
-    METADATA = 1
-    MEM_LOAD = 2
-    MEM_STORE = 3
-    COMP = 4
-    SEND = 5
-    RECV = 6
-    COLL = 7
+    INVALID = int(NodeKind.INVALID)
+    METADATA = int(NodeKind.METADATA)
+    MEM_LOAD = int(NodeKind.MEM_LOAD)
+    MEM_STORE = int(NodeKind.MEM_STORE)
+    COMP = int(NodeKind.COMPUTE)
+    SEND = int(NodeKind.SEND)
+    RECV = int(NodeKind.RECV)
+    COLL = int(NodeKind.COLLECTIVE)
 
 
 INT_ATTRS = ("num_ops", "tensor_size", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
@@ -144,22 +147,9 @@ class RankProgram:
 
 
 def check_acyclic(program: RankProgram) -> None:
-    """Raise :class:`InputError` naming a node on a dependency cycle (Kahn's algorithm)."""
-    n = program.num_nodes
-    pending = np.diff(program.parents_ptr).astype(np.int64)
-    cptr, cidx = program.children()
-    stack = np.flatnonzero(pending == 0).tolist()
-    done = 0
-    pend = pending.tolist()
-    cp, ci = cptr.tolist(), cidx.tolist()
-    while stack:
-        i = stack.pop()
-        done += 1
-        for k in range(cp[i], cp[i + 1]):
-            c = ci[k]
-            pend[c] -= 1
-            if pend[c] == 0:
-                stack.append(c)
-    if done != n:
-        stuck = next(i for i in range(n) if pend[i] > 0)
+    """Raise :class:`InputError` naming a node on or behind a dependency cycle (the one Kahn peel,
+    :func:`simcore.ir.dag.blocked`)."""
+    stuck_mask = blocked(program.parents_ptr, program.parents, program.num_nodes)
+    if stuck_mask.any():
+        stuck = int(np.flatnonzero(stuck_mask)[0])
         raise InputError(f"{program.source}:node {int(program.ids[stuck])}", "deps", "dependency cycle")

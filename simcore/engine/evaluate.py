@@ -1,4 +1,4 @@
-"""Evaluate a compiled transformer workload on a batch of systems.
+"""Evaluate a compiled workload (any family) on a batch of systems.
 
 Per structure (cached, :class:`CompiledWorkload`): the graph, its schedule plan, the sparse
 (S, U) matrix of template counts per segment, and per stage the chain sets the breakdown reads.
@@ -22,12 +22,13 @@ from simcore.engine.result import COMM_KINDS
 from simcore.engine.schedule import ChainTimes, SchedulePlan, compile_plan, run_chains
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
 from simcore.ir.ops import COMPUTE, OpTable
+from simcore.ir.streams import CommKind, StreamKind
 from simcore.network.collectives.calibrated_algorithms import algorithm_collective_time_s
 from simcore.network.collectives.nccl import p2p_time_s
-from simcore.workloads.transformer.generator import TransformerWorkload
+from simcore.workloads._base import Workload
 
-__all__ = ["CompiledWorkload", "StageBreakdown", "compile_workload", "evaluate_times",
-           "kernel_durations", "template_durations"]
+__all__ = ["CompiledWorkload", "StageBreakdown", "compile_workload", "compute_scale",
+           "evaluate_times", "kernel_durations", "node_durations", "template_durations"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -37,7 +38,7 @@ IntArray = NDArray[np.int64]
 class CompiledWorkload:
     """A workload ready to be costed for any batch of systems of its structure."""
 
-    workload: TransformerWorkload
+    workload: Workload
     plan: SchedulePlan
     seg_counts: sps.csr_matrix  # (S, U)
     stage_counts: FloatArray  # (P, U) template counts on each stage's compute stream
@@ -53,8 +54,13 @@ class CompiledWorkload:
         return self.workload.ops
 
 
-def compile_workload(workload: TransformerWorkload) -> CompiledWorkload:
-    """Compile the schedule plan and the per-stage index sets of ``workload``."""
+def compile_workload(workload: Workload) -> CompiledWorkload:
+    """Compile the schedule plan and the per-stage index sets of ``workload``.
+
+    Streams are read from their typed attributes (:mod:`simcore.ir.streams`): a stage's
+    compute stream, its other streams (communication of a kind), and the pipeline links it
+    sends or receives on.
+    """
     graph = workload.graph
     plan = compile_plan(graph)
     tmpl = graph.attr("template").astype(np.int64)
@@ -67,13 +73,12 @@ def compile_workload(workload: TransformerWorkload) -> CompiledWorkload:
     )
     chain_first = plan.order[plan.seg_ptr[plan.chain_seg_ptr[:-1]]]
     res_first = graph.res_idx[graph.res_ptr[chain_first]]
-    names = graph.resource_names
+    skind, sstage, speer = graph.stream_kind, graph.stream_stage, graph.stream_peer
     chain_kind = kind_of_t[tmpl[chain_first]]
     p = workload.num_stages
     stage_counts = np.zeros((p, u))
     node_res = graph.res_idx[graph.res_ptr[:-1]]
-    compute_res = {names.index(f"s{s}.compute"): s for s in range(p)}
-    node_stage_compute = np.array([compute_res.get(int(r), -1) for r in range(len(names))])
+    node_stage_compute = np.where(skind == StreamKind.COMPUTE, sstage, -1)
     on_compute = node_stage_compute[node_res]
     mask = on_compute >= 0
     np.add.at(stage_counts, (on_compute[mask], tmpl[mask]), 1.0)
@@ -84,29 +89,27 @@ def compile_workload(workload: TransformerWorkload) -> CompiledWorkload:
     overlap_counts = np.zeros((p, u))
     np.add.at(overlap_counts, (node_stage[off], tmpl[off]), 1.0)
     if not workload.dp_overlap:
-        overlap_counts[:, kind_of_t == COMM_KINDS.index("dp")] = 0.0
+        overlap_counts[:, kind_of_t == CommKind.DP] = 0.0
     compute_chains = []
     comm_chains = []
+    ckind, cstage, cpeer = skind[res_first], sstage[res_first], speer[res_first]
+    own = (ckind != StreamKind.COMPUTE) & (ckind != StreamKind.LINK) & (ckind != StreamKind.OTHER)
+    link = ckind == StreamKind.LINK
     for s in range(p):
-        compute_chains.append(np.flatnonzero(res_first == names.index(f"s{s}.compute")))
+        compute_chains.append(np.flatnonzero((ckind == StreamKind.COMPUTE) & (cstage == s)))
         kinds: dict[str, list[int]] = {}
-        for c in range(plan.num_chains):
-            name = names[int(res_first[c])]
-            if name.startswith(f"s{s}.") and not name.endswith(".compute"):
+        mine = (own & (cstage == s)) | (link & ((cstage == s) | (cpeer == s)))
+        for c in np.flatnonzero(mine).tolist():
+            if link[c]:
+                kinds.setdefault(COMM_KINDS[CommKind.PP], []).append(c)
+            else:
                 kinds.setdefault(COMM_KINDS[int(chain_kind[c])], []).append(c)
-            elif name.startswith("pp") and s in _pp_ends(name):
-                kinds.setdefault("pp", []).append(c)
         comm_chains.append({k: np.asarray(v, dtype=np.int64) for k, v in kinds.items()})
     seg_stage = graph.attr("stage").astype(np.int64)[plan.order[plan.seg_ptr[:-1]]]
     return CompiledWorkload(workload=workload, plan=plan, seg_counts=seg_counts,
                             seg_stage=seg_stage, overlap_counts=overlap_counts,
                             stage_counts=stage_counts, compute_chains=tuple(compute_chains),
                             comm_chains=tuple(comm_chains), template_kind=kind_of_t)
-
-
-def _pp_ends(name: str) -> tuple[int, int]:
-    a, b = name[2:].split(">")
-    return int(a), int(b)
 
 
 def kernel_durations(ops: OpTable, sb: SystemBatch, precision: str) -> FloatArray:
@@ -182,8 +185,9 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
     )
 
 
-def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None
-                   ) -> StageBreakdown:
+def compute_scale(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None
+                  ) -> tuple[FloatArray, FloatArray]:
+    """(P, B) compute seconds per stage and the factor stretching it (see :func:`evaluate_times`)."""
     is_comp = cw.template_kind == COMPUTE
     busy = cw.stage_counts @ (tdur * is_comp[:, None])  # (P, B) compute per stage
     scale = np.ones_like(busy)
@@ -193,6 +197,26 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
         overlapped = np.minimum(busy, cw.overlap_counts @ tdur)
         scale += slowdown[None, :] * np.divide(overlapped, busy, out=np.zeros_like(busy),
                                                where=busy > 0)
+    return busy, scale
+
+
+def node_durations(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None = None
+                   ) -> FloatArray:
+    """(N,) seconds of every node for one design point (``tdur`` (U,) or (U, 1)), compute
+    stretched by the overlap slowdown as :func:`evaluate_times` does."""
+    col = np.asarray(tdur, dtype=np.float64).reshape(-1, 1)
+    _, scale = compute_scale(cw, col, None if slowdown is None else np.asarray(slowdown).reshape(1))
+    graph = cw.workload.graph
+    tmpl = graph.attr("template").astype(np.int64)
+    stage = graph.attr("stage").astype(np.int64)
+    comp = (cw.template_kind == COMPUTE)[tmpl]
+    return np.where(comp, col[tmpl, 0] * scale[stage, 0], col[tmpl, 0])
+
+
+def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None
+                   ) -> StageBreakdown:
+    is_comp = cw.template_kind == COMPUTE
+    busy, scale = compute_scale(cw, tdur, slowdown)
     seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
     seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
     times = run_chains(cw.plan, seg_comp * scale[cw.seg_stage] + seg_other)

@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.ir.streams import COMM_KINDS
+
 __all__ = ["COMM_KINDS", "METRICS", "BatchResult"]
 
 FloatArray = NDArray[np.float64]
-
-#: communication kinds of the exposed-communication breakdown
-COMM_KINDS = ("tp", "dp", "pp", "cp", "ep")
 
 #: (B,) float metrics, in report order
 METRICS = (

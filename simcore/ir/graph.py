@@ -21,18 +21,33 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
 
 from simcore.errors import InputError
+from simcore.ir.streams import Stream, StreamKind
 
 __all__ = ["Graph", "GraphBuilder", "NodeKind", "CommType"]
 
 
 class NodeKind(IntEnum):
-    """Node types, numbered as Chakra's ``NodeType`` (reference §4.1)."""
+    """Node types, numbered and named as Chakra's ``NodeType`` (reference §4.1); the one
+    definition of the project (:mod:`simcore.traces.chakra.schema` re-exports it as ``NodeType``).
 
+    The canonical names are the protobuf's (``COMP_NODE``, as ``chakra_jsonizer`` prints them);
+    the short names (``COMPUTE``, ``SEND``, ``COLLECTIVE``, ...) are aliases of the same values.
+    """
+
+    INVALID_NODE = 0
+    METADATA_NODE = 1
+    MEM_LOAD_NODE = 2
+    MEM_STORE_NODE = 3
+    COMP_NODE = 4
+    COMM_SEND_NODE = 5
+    COMM_RECV_NODE = 6
+    COMM_COLL_NODE = 7
     INVALID = 0
     METADATA = 1
     MEM_LOAD = 2
@@ -70,6 +85,8 @@ class Graph:
         res_ptr: (N+1,) int64 CSR offsets into ``res_idx``.
         res_idx: (R,) int64 resource ids each node occupies, in-order.
         resource_names: one name per resource id.
+        streams: the typed :class:`~simcore.ir.streams.Stream` of each resource id (empty, or
+            ``StreamKind.OTHER`` entries, for graphs whose streams are only named).
         names: one name per node.
         node_ids: (N,) int64 the caller's id for each node.
         attrs: numeric per-node attribute arrays, each of shape (N,).
@@ -85,6 +102,7 @@ class Graph:
     names: tuple[str, ...]
     node_ids: NDArray[np.int64]
     attrs: Mapping[str, NDArray[np.float64]] = field(default_factory=dict)
+    streams: tuple[Stream, ...] = ()
 
     @property
     def num_nodes(self) -> int:
@@ -95,6 +113,26 @@ class Graph:
     def num_resources(self) -> int:
         """Number of in-order resources (streams)."""
         return len(self.resource_names)
+
+    def stream(self, resource: int) -> Stream:
+        """The typed stream of resource id ``resource`` (``StreamKind.OTHER`` if untyped)."""
+        return self.streams[resource] if self.streams else Stream(StreamKind.OTHER)
+
+    @cached_property
+    def stream_kind(self) -> NDArray[np.int64]:
+        """(R,) :class:`~simcore.ir.streams.StreamKind` of every resource."""
+        return np.array([int(self.stream(r).kind) for r in range(self.num_resources)],
+                        dtype=np.int64)
+
+    @cached_property
+    def stream_stage(self) -> NDArray[np.int64]:
+        """(R,) stage owning every resource (a link: its sender; -1 if untyped)."""
+        return np.array([self.stream(r).stage for r in range(self.num_resources)], dtype=np.int64)
+
+    @cached_property
+    def stream_peer(self) -> NDArray[np.int64]:
+        """(R,) receiving stage of a pipeline link resource, else -1."""
+        return np.array([self.stream(r).peer for r in range(self.num_resources)], dtype=np.int64)
 
     def deps_of(self, index: int) -> NDArray[np.int64]:
         """Dense indices of the nodes that node ``index`` waits for."""
@@ -130,25 +168,36 @@ class GraphBuilder:
         self._deps: list[Sequence[int]] = []
         self._res: list[list[int]] = []
         self._resource_ids: dict[str, int] = {}
+        self._stream_ids: dict[Stream, int] = {}
+        self._streams: list[Stream] = []
         self._attrs: dict[str, dict[int, float]] = {}
         self._id_to_index: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._kinds)
 
-    def resource(self, name: str) -> int:
-        """Id of the resource called ``name`` (created on first use)."""
+    def resource(self, name: str | Stream) -> int:
+        """Id of the resource called ``name``, or of the typed stream ``name`` (created on first
+        use; a typed stream and its :attr:`Stream.name` are the same resource)."""
+        if isinstance(name, Stream):
+            rid = self._stream_ids.get(name)
+            if rid is None:
+                rid = self.resource(name.name)
+                self._stream_ids[name] = rid
+                self._streams[rid] = name
+            return rid
         rid = self._resource_ids.get(name)
         if rid is None:
             rid = len(self._resource_ids)
             self._resource_ids[name] = rid
+            self._streams.append(Stream(StreamKind.OTHER))
         return rid
 
     def add(
         self,
         kind: NodeKind | int,
         *,
-        resources: Iterable[str | int] = (),
+        resources: Iterable[str | int | Stream] = (),
         deps: Sequence[int] = (),
         rank: int = -1,
         name: str = "",
@@ -159,7 +208,8 @@ class GraphBuilder:
 
         Args:
             kind: the node's :class:`NodeKind`.
-            resources: names (or ids from :meth:`resource`) of the in-order streams it occupies.
+            resources: names, typed :class:`Stream` s (or ids from :meth:`resource`) of the
+                in-order streams it occupies.
             deps: ids of the nodes it waits for (data and control alike). They may be added
                 later; :meth:`build` checks that they exist.
             rank: the rank this node belongs to (-1 if it stands for several).
@@ -227,4 +277,5 @@ class GraphBuilder:
             names=tuple(self._names),
             node_ids=np.asarray(self._ids, dtype=np.int64),
             attrs=attrs,
+            streams=tuple(self._streams),
         )

@@ -13,19 +13,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.hardware.batch import SystemBatch
-from simcore.workloads.transformer.memory import ModelLike, ParallelLike, footprint_bytes
+from simcore.workloads.transformer.memory import ModelLike, ParallelLike, peak_footprint
 
-__all__ = ["check_memory", "peak_footprint"]
+__all__ = ["check_capacity", "check_memory", "peak_footprint"]
 
 GIB = 2**30
-
-
-def peak_footprint(model: ModelLike, parallel: ParallelLike) -> tuple[int, dict[str, int]]:
-    """(stage, footprint) of the pipeline stage with the largest total."""
-    stages = sorted({0, parallel.pp - 1} | set(range(min(parallel.pp, 4))))
-    best = max(((s, footprint_bytes(model, parallel, s)) for s in stages),
-               key=lambda item: item[1]["total"])
-    return best
 
 
 def check_memory(
@@ -37,7 +29,13 @@ def check_memory(
         fits: (B,) bool; peak_gib: (B,) peak per-GPU footprint in GiB (the same for all
         systems of the batch); reasons: one string per system ("" when it fits).
     """
-    stage, fp = peak_footprint(model, parallel)
+    return check_capacity(*peak_footprint(model, parallel), sb)
+
+
+def check_capacity(stage: int, fp: dict[str, int], sb: SystemBatch
+                   ) -> tuple[NDArray[np.bool_], NDArray[np.float64], tuple[str, ...]]:
+    """:func:`check_memory` for the peak footprint ``fp`` (bytes by part, with ``total``) of
+    pipeline stage ``stage``, whatever the workload family."""
     peak = np.full(sb.size, fp["total"], dtype=np.float64)
     fits = peak <= sb.hbm_capacity_bytes
     parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in fp.items() if k != "total" and v > 0)

@@ -21,8 +21,9 @@ Durations (per template, (U, B) seconds, vectorized over the batch):
   bytes_per_ns)``.
 
 Issue rules: ASTRA-sim's workload layer keeps one communication op (collective or send) in flight
-per NPU. Here the communication ops of a stage (``s<k>.tp``, ``s<k>.dp``, ``s<k>.emb``, the
-sender's ``pp<a>><b>`` link, blocking collectives on the compute stream) run one at a time in one
+per NPU. Here the communication ops of a stage (its tp, cp, dp and embedding streams, the
+sender's pipeline link, blocking collectives on the compute stream; typed streams,
+:mod:`simcore.ir.streams`) run one at a time in one
 order: a topological order taking the lowest ready node index (= exported node id) first, which
 is ASTRA-sim's issue rule wherever readiness follows the order. ASTRA-sim decides at run time: a
 ready op may overtake an earlier one that is not ready yet, the one source of residual
@@ -31,10 +32,9 @@ difference (the direct time is then later).
 
 from __future__ import annotations
 
-import heapq
-import re
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,38 +42,28 @@ from numpy.typing import NDArray
 from simcore.emulator.plan import LOCAL_DELAY_NS, chunk_sizes
 from simcore.engine._chains import predecessors
 from simcore.errors import InputError
+from simcore.fidelity.astra.export_system import DATASET_SPLITS, GIB_PER_GB
 from simcore.fidelity.astra.groups import CommEndpoints, comm_endpoints
 from simcore.fidelity.astra.machine import machine_collective_ns
+from simcore.ir.dag import priority_order
 from simcore.ir.graph import CommType, Graph
 from simcore.ir.ops import COMPUTE, OpTable
+from simcore.ir.streams import Stream, StreamKind
 from simcore.network.collectives import REGISTRY
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec, TopologyDimSpec
-from simcore.workloads.transformer.generator import TransformerWorkload
+from simcore.workloads._base import Workload
 
-__all__ = ["FIDELITY_MODES", "astra_graph", "astra_template_durations", "astra_workload", "check_fidelity"]
+__all__ = ["astra_graph", "astra_template_durations", "astra_workload"]
 
-FIDELITY_MODES = ("calibrated", "astra")
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 _COMMS = {CommType.ALL_REDUCE: "all_reduce", CommType.ALL_GATHER: "all_gather",
           CommType.ALL_TO_ALL: "all_to_all", CommType.REDUCE_SCATTER: "reduce_scatter"}
-_STAGE = re.compile(r"s(\d+)\.")
-_LINK = re.compile(r"pp(\d+)>(\d+)")
-_GIB_PER_GB = 1e9 / 2**30  # the exporter writes GB/s as GiB/s numbers with 6 decimals
-_SPLITS = 4  # preferred-dataset-splits of the exported system JSON
+_GIB_PER_GB = GIB_PER_GB  # the exporter writes GB/s as GiB/s numbers with 6 decimals
+_SPLITS = DATASET_SPLITS  # preferred-dataset-splits of the exported system JSON
 _ENDPOINT_NS = LOCAL_DELAY_NS  # comm-group rings use the fixed 10-cycle delay
-
-
-def _stream_stage(name: str) -> int:
-    m = _STAGE.match(name)
-    if m:
-        return int(m.group(1))
-    m = _LINK.match(name)
-    if m:
-        return int(m.group(1))  # the sender's comm slot
-    raise InputError("resource", name, "astra mode expects s<k>.<kind> or pp<a>><b> streams")
 
 
 def _issue_order(graph: Graph) -> IntArray:
@@ -83,23 +73,7 @@ def _issue_order(graph: Graph) -> IntArray:
     order is already topological this is the identity.
     """
     ptr, idx = predecessors(graph)
-    n = graph.num_nodes
-    pending = np.diff(ptr).tolist()
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for dst, (lo, hi) in enumerate(zip(ptr[:-1].tolist(), ptr[1:].tolist(), strict=True)):
-        for src in idx[lo:hi].tolist():
-            succ[src].append(dst)
-    ready = [i for i in range(n) if pending[i] == 0]
-    heapq.heapify(ready)
-    out: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        out.append(i)
-        for j in succ[i]:
-            pending[j] -= 1
-            if pending[j] == 0:
-                heapq.heappush(ready, j)
-    return np.asarray(out, dtype=np.int64)
+    return priority_order(ptr, idx, graph.num_nodes)
 
 
 def _permuted(graph: Graph, order: IntArray) -> Graph:
@@ -132,44 +106,54 @@ def astra_graph(graph: Graph, ops: OpTable) -> Graph:
     graph = _permuted(graph, _issue_order(graph))
     tmpl = graph.attr("template").astype(np.int64)
     names = list(graph.resource_names)
-    ids = {n: i for i, n in enumerate(names)}
+    streams = [graph.stream(r) for r in range(graph.num_resources)]
+    comm_ids: dict[int, int] = {}
 
-    def rid(name: str) -> int:
-        if name not in ids:
-            ids[name] = len(names)
-            names.append(name)
-        return ids[name]
+    def comm_stream(stage: int) -> int:
+        if stage not in comm_ids:
+            comm_ids[stage] = len(streams)
+            streams.append(Stream(StreamKind.COMM, stage))
+            names.append(streams[-1].name)
+        return comm_ids[stage]
 
-    res_ptr, res_idx = [0], []
+    for r, st in enumerate(streams):
+        if st.kind == StreamKind.OTHER:
+            raise InputError("resource", names[r], "astra mode expects typed stage streams")
+    is_compute = [st.kind == StreamKind.COMPUTE for st in streams]
+    owner = [st.stage for st in streams]  # a link: the sender's comm slot
+
+    res_ptr: list[int] = [0]
+    res_idx: list[int] = []
     dep_ptr, dep_idx = [0], []
     last: dict[int, tuple[int, bool]] = {}  # stage -> (last comm node, on the compute stream)
     for i in range(graph.num_nodes):
-        res = [graph.resource_names[int(r)] for r in graph.resources_of(i)]
-        comp = [r for r in res if r.endswith(".compute")]
-        other = [r for r in res if not r.endswith(".compute")]
+        res = graph.resources_of(i).tolist()
+        comp = [r for r in res if is_compute[r]]
+        other = [r for r in res if not is_compute[r]]
         deps = graph.deps_of(i).tolist()
         if ops.template_kind[int(tmpl[i])] != COMPUTE or other:
             on_compute = bool(comp)
-            stages = sorted({_stream_stage(r) for r in res})
+            stages = sorted({owner[r] for r in res})
             for st in stages:
                 prev = last.get(st)
                 if prev is not None and prev[1] != on_compute and prev[0] not in deps:
                     deps.append(prev[0])
                 last[st] = (i, on_compute)
-            new = [rid(r) for r in comp] if on_compute else [rid(f"s{st}.comm") for st in stages]
+            new = comp if on_compute else [comm_stream(st) for st in stages]
         else:
-            new = [rid(r) for r in comp]
+            new = comp
         res_idx.extend(new)
         res_ptr.append(len(res_idx))
         dep_idx.extend(deps)
         dep_ptr.append(len(dep_idx))
     return replace(graph, res_ptr=np.asarray(res_ptr, dtype=np.int64),
                    res_idx=np.asarray(res_idx, dtype=np.int64), resource_names=tuple(names),
+                   streams=tuple(streams),
                    dep_ptr=np.asarray(dep_ptr, dtype=np.int64),
                    dep_idx=np.asarray(dep_idx, dtype=np.int64))
 
 
-def astra_workload(workload: TransformerWorkload) -> TransformerWorkload:
+def astra_workload(workload: Workload) -> Workload:
     """The workload with ASTRA-sim's one-communication-op-per-NPU streams."""
     return replace(workload, graph=astra_graph(workload.graph, workload.ops))
 
@@ -233,7 +217,7 @@ def _collective_ns(links: _Links, ends: CommEndpoints, template: int, comm_type:
     return total
 
 
-def astra_template_durations(workload: TransformerWorkload, par: ParallelSpec,
+def astra_template_durations(workload: Workload, par: ParallelSpec,
                              systems: Sequence[SystemSpec], calibrated: FloatArray) -> FloatArray:
     """(U, B) seconds of every template under ASTRA-sim's analytical model.
 
@@ -273,10 +257,10 @@ def astra_template_durations(workload: TransformerWorkload, par: ParallelSpec,
     return out
 
 
-_ENDS: dict[tuple[int, ParallelSpec, int], tuple[TransformerWorkload, CommEndpoints]] = {}
+_ENDS: dict[tuple[int, ParallelSpec, int], tuple[Workload, CommEndpoints]] = {}
 
 
-def _endpoints(w: TransformerWorkload, par: ParallelSpec, gpus_per_node: int) -> CommEndpoints:
+def _endpoints(w: Workload, par: ParallelSpec, gpus_per_node: int) -> CommEndpoints:
     """:func:`comm_endpoints`, cached per workload object (bounded)."""
     key = (id(w), par, gpus_per_node)
     hit = _ENDS.get(key)
@@ -284,12 +268,6 @@ def _endpoints(w: TransformerWorkload, par: ParallelSpec, gpus_per_node: int) ->
         return hit[1]
     if len(_ENDS) >= 32:
         _ENDS.pop(next(iter(_ENDS)))
-    ends = comm_endpoints(w, par, gpus_per_node)
+    ends = comm_endpoints(cast(Any, w), par, gpus_per_node)  # reads graph, ops, num_stages
     _ENDS[key] = (w, ends)
     return ends
-
-
-def check_fidelity(fidelity: str) -> None:
-    """Raise :class:`InputError` unless ``fidelity`` is a known mode."""
-    if fidelity not in FIDELITY_MODES:
-        raise InputError("fidelity", fidelity, f"must be one of {', '.join(FIDELITY_MODES)}")

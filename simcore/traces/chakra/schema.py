@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from simcore.ir.graph import CommType  # Chakra ``CollectiveCommType``, one definition
+from simcore.ir.graph import CommType, NodeKind  # Chakra enums, one definition
 
 __all__ = [
     "AttrKind",
@@ -22,17 +22,8 @@ __all__ = [
 ]
 
 
-class NodeType(IntEnum):
-    """Chakra ``NodeType``."""
-
-    INVALID_NODE = 0
-    METADATA_NODE = 1
-    MEM_LOAD_NODE = 2
-    MEM_STORE_NODE = 3
-    COMP_NODE = 4
-    COMM_SEND_NODE = 5
-    COMM_RECV_NODE = 6
-    COMM_COLL_NODE = 7
+#: Chakra ``NodeType``: the project's one node-kind enum (protobuf names canonical)
+NodeType = NodeKind
 
 
 class AttrKind(IntEnum):

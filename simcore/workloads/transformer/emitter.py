@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from simcore.ir.graph import GraphBuilder, NodeKind
 from simcore.ir.ops import COMPUTE, OpTable
+from simcore.ir.streams import Stream, StreamKind
 from simcore.workloads.transformer.layers import Step
 
 __all__ = ["TP_OVERLAP_CHUNKS", "Emitter"]
@@ -26,11 +27,13 @@ class Emitter:
 
     def __init__(self, b: GraphBuilder, stage: int, chunks: int, ops: OpTable) -> None:
         self.b, self.stage, self.ops, self.chunks = b, stage, ops, chunks
-        self.compute = f"s{stage}.compute"
+        self.compute = Stream.compute(stage)
+        self.tp = Stream(StreamKind.TP, stage)
+        self.cp = Stream(StreamKind.CP, stage)
         self.last: int | None = None  # last node on the compute stream
         self.marks: list[int | None] = []  # last compute node at each layer boundary
 
-    def node(self, tmpl: int, stream: str, deps: Sequence[int], name: str) -> int:
+    def node(self, tmpl: int, stream: Stream, deps: Sequence[int], name: str) -> int:
         kind = NodeKind.COMPUTE if self.ops.template_kind[tmpl] == COMPUTE else NodeKind.COLLECTIVE
         return self.b.add(kind, resources=[stream], deps=list(deps), rank=self.stage, name=name,
                           template=tmpl, stage=self.stage)
@@ -77,7 +80,7 @@ class Emitter:
             else:
                 if not prev and self.last is not None:
                     deps.append(self.last)
-                out.append(self.node(piece, f"s{self.stage}.tp", deps, "tp_chunk"))
+                out.append(self.node(piece, self.tp, deps, "tp_chunk"))
         return out
 
     def _attention(self, core: int, kv: int, n: int, pending: list[int]) -> None:
@@ -89,7 +92,7 @@ class Emitter:
         src = self.last
         for _ in range(n - 1):
             deps = [src] if src is not None else []
-            sends.append(self.node(kv, f"s{self.stage}.cp", deps + pending, "cp_kv"))
+            sends.append(self.node(kv, self.cp, deps + pending, "cp_kv"))
         self.comp(chunk, pending)
         for j in range(1, n):
             self.comp(chunk, [sends[j - 1]])

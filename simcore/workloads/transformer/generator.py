@@ -25,9 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcore.ir.graph import CommType, Graph, GraphBuilder, NodeKind
+from simcore.ir.graph import CommType, GraphBuilder, NodeKind
 from simcore.ir.ops import OpTable
+from simcore.ir.streams import CommKind, Stream, StreamKind
 from simcore.specs.parallel import ParallelSpec
+from simcore.workloads._base import Workload
 from simcore.workloads.pipeline import PipeOp, stage_program
 from simcore.workloads.placement import GroupSpan, group_spans
 from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
@@ -36,33 +38,25 @@ from simcore.workloads.transformer.spec import ModelSpec
 
 __all__ = ["TP_OVERLAP_CHUNKS", "TransformerWorkload", "build_transformer"]
 
-_DP, _PP = 1, 2
+_DP, _PP = int(CommKind.DP), int(CommKind.PP)
 _GRAD_BYTES = 2.0  # gradients reduced in 16-bit (Megatron default, grad_reduce_in_fp32 off)
 _PARAM_BYTES = 2.0
 _OPTIMIZER_BYTES_PER_PARAM = 28.0  # Adam: read/write fp32 master, m, v; read grad; write weight
 
 
 @dataclass(frozen=True, eq=False)
-class TransformerWorkload:
-    """A generated iteration graph and what the evaluator needs to cost it.
+class TransformerWorkload(Workload):
+    """A generated transformer iteration (:class:`~simcore.workloads._base.Workload`) and its
+    layer split.
 
     Attributes:
-        graph: the DAG; node attrs ``template`` (index into ``ops``) and ``stage``.
-        ops: kernels and templates.
-        num_stages: pipeline stages (= representative ranks).
-        in_flight: per stage, the most micro-batch chunks whose activations are alive at once.
         layers_per_chunk: transformer layers of the largest model chunk.
         chunk_layers: layers of each model chunk ``v = c * pp + s`` (uneven splits:
             :mod:`simcore.specs.layer_split`); each stage's graph has its own count, so the
             schedule (and its bubbles) follows the slowest stage.
     """
 
-    graph: Graph
-    ops: OpTable
-    num_stages: int
-    in_flight: tuple[int, ...]
-    layers_per_chunk: int
-    dp_overlap: bool = True
+    layers_per_chunk: int = 0
     chunk_layers: tuple[int, ...] = ()
 
 
@@ -128,7 +122,7 @@ class _Generator:
         """Emit stage ``s``; returns the most micro-batch chunks alive at once."""
         p = self.par
         e = Emitter(self.b, s, p.vp, self.ops)
-        dp_stream = f"s{s}.dp"
+        dp_stream = Stream(StreamKind.DP, s)
         zero, overlap = p.zero_stage, p.dp_overlap
         self.gathers: dict[tuple[int, int], int] = {}
         if zero in (1, 2) and overlap:  # steady state: last step's gathers overlap this forward
@@ -179,7 +173,8 @@ class _Generator:
             self.first_stage_end = e.last
             return _EMB_TIED_ID
         deps = [d for d in (self.first_stage_end, e.last) if d is not None]
-        self.b.add(NodeKind.COLLECTIVE, resources=["s0.emb", f"s{e.stage}.emb"], deps=deps,
+        self.b.add(NodeKind.COLLECTIVE, resources=[Stream(StreamKind.EMB, 0),
+                                                    Stream(StreamKind.EMB, e.stage)], deps=deps,
                    rank=-1, name="embedding_tied_allreduce", node_id=_EMB_TIED_ID,
                    template=self.emb_tied, stage=0)
         return _EMB_TIED_ID
@@ -188,13 +183,13 @@ class _Generator:
         reduce_now = self.par.zero_stage >= 2 or op.micro_batch == self.m - 1
         return self.chunk_layers[v] if reduce_now else 0
 
-    def _dp_nodes(self, e: Emitter, stream: str, tmpls: list[int], deps: list[int]) -> int:
+    def _dp_nodes(self, e: Emitter, stream: Stream, tmpls: list[int], deps: list[int]) -> int:
         last = -1
         for t in tmpls:
             last = e.node(t, stream, deps, self.ops.template_names[t])
         return last
 
-    def _forward(self, e: Emitter, op: PipeOp, v: int, dp: str) -> None:
+    def _forward(self, e: Emitter, op: PipeOp, v: int, dp: Stream) -> None:
         lo = self.lops
         deps = [self.send_id(True, op.micro_batch, v - 1)] if v > 0 else []
         if v == 0:
@@ -214,7 +209,7 @@ class _Generator:
         if v < self.V - 1:
             self._send(e, self.send_id(True, op.micro_batch, v), v + 1)
 
-    def _backward(self, e: Emitter, op: PipeOp, v: int, dp: str) -> list[int]:
+    def _backward(self, e: Emitter, op: PipeOp, v: int, dp: Stream) -> list[int]:
         lo, p = self.lops, self.par
         deps = [self.send_id(False, op.micro_batch, v + 1)] if v < self.V - 1 else []
         if v == self.V - 1:
@@ -240,7 +235,7 @@ class _Generator:
             self._send(e, self.send_id(False, op.micro_batch, v), v - 1)
         return grads
 
-    def _zero3_gather(self, e: Emitter, dp: str) -> int:
+    def _zero3_gather(self, e: Emitter, dp: Stream) -> int:
         """All-gather of one layer's parameters. Overlapped: it may start once the compute
         stream finished the layer before the previous one (one layer of prefetch); else
         only after the previous layer."""
@@ -253,7 +248,7 @@ class _Generator:
         src, dst = e.stage, v_dst % self.par.pp
         assert e.last is not None
         kind = NodeKind.SEND
-        self.b.add(kind, resources=[f"pp{src}>{dst}"], deps=[e.last], rank=src, name="pp_send",
+        self.b.add(kind, resources=[Stream.link(src, dst)], deps=[e.last], rank=src, name="pp_send",
                    node_id=node_id, template=self.p2p_tmpl, stage=src, peer=dst)
 
 

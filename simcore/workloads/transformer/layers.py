@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from simcore.ir.graph import CommType
 from simcore.ir.ops import COMPUTE, OpTable
+from simcore.ir.streams import CommKind
 from simcore.specs.parallel import ParallelSpec
 from simcore.workloads.placement import GroupSpan
 from simcore.workloads.transformer.spec import ModelSpec
@@ -36,7 +37,7 @@ __all__ = ["ACT_BYTES", "LayerOps", "Step", "build_layer_ops"]
 ACT_BYTES = 2.0  # activations and gradients travel in 16-bit
 _BWD_GEMM = 2.0
 _BWD_ATTN = 2.5
-_KIND = {"tp": 0, "dp": 1, "pp": 2, "cp": 3, "ep": 4}
+_KIND = {k.name.lower(): int(k) for k in CommKind}  # group name -> template kind
 
 Step = tuple  # ("c", t) | ("tp", t) | ("ep", t) | ("attn", t_chunk, t_kv, n)
 

@@ -181,3 +181,12 @@ def footprint_bytes(model: ModelLike, parallel: ParallelLike, stage: int) -> dic
     out = {k: int(round(v)) for k, v in parts.items()}
     out["total"] = sum(out.values())
     return out
+
+
+def peak_footprint(model: ModelLike, parallel: ParallelLike) -> tuple[int, dict[str, int]]:
+    """(stage, footprint) of the pipeline stage with the largest total (the first stages hold
+    the most in-flight micro-batches, the last the logits: stages 0..3 and pp-1 are compared)."""
+    stages = sorted({0, parallel.pp - 1} | set(range(min(parallel.pp, 4))))
+    best = max(((s, footprint_bytes(model, parallel, s)) for s in stages),
+               key=lambda item: item[1]["total"])
+    return best

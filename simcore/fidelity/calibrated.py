@@ -1,0 +1,45 @@
+"""The ``calibrated`` fidelity: predict real hardware.
+
+Template durations from the calibrated kernel models (GEMM, attention, memory-bound passes,
+the NCCL-aware collective and point-to-point models: :func:`simcore.engine.evaluate.
+template_durations`), one in-order stream per communication kind (the generated graph as is),
+and compute slowed down beside communication (:mod:`simcore.fidelity.overlap`; Echo §3.4, ACE).
+Every feature is modelled, the remote memory tier included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simcore.engine.evaluate import CompiledWorkload, template_durations
+from simcore.fidelity._base import FloatArray
+from simcore.fidelity.overlap import overlap_slowdown
+from simcore.hardware.batch import SystemBatch
+from simcore.specs.parallel import ParallelSpec
+from simcore.specs.system import SystemSpec
+from simcore.workloads._base import Workload
+
+__all__ = ["CalibratedFidelity"]
+
+
+class CalibratedFidelity:
+    """Calibrated kernel and NCCL-aware collective models with the overlap slowdown."""
+
+    name = "calibrated"
+
+    def prepare(self, workload: Workload) -> Workload:
+        """The generated graph, unchanged."""
+        return workload
+
+    def durations(self, cw: CompiledWorkload, sb: SystemBatch, systems: Sequence[SystemSpec],
+                  parallel: ParallelSpec) -> FloatArray:
+        """(U, B) calibrated template seconds."""
+        return template_durations(cw, sb, parallel.precision)
+
+    def overlap_slowdown(self, sb: SystemBatch) -> FloatArray:
+        """(B,) compute-bound slowdown beside a collective, minus one."""
+        return overlap_slowdown(sb)[0] - 1.0
+
+    def supports(self, feature: str) -> str | None:
+        """Every feature."""
+        return None
