@@ -90,6 +90,7 @@ def _export(args: argparse.Namespace) -> int:
     from simcore.errors import InputError
     from simcore.hardware import SystemBatch
     from simcore.traces.chakra.export import write_comm_groups, write_traces
+    from simcore.workloads.layout import RankLayout
     from simcore.workloads.transformer.export import transformer_to_traces
 
     model, parallel, system = build_specs(compose(list(args.overrides)))
@@ -98,7 +99,8 @@ def _export(args: argparse.Namespace) -> int:
         raise InputError("structure", model.name, reason)
     cw = compiled_workload(model, parallel, system)
     seconds = template_durations(cw, SystemBatch.from_specs([system]), par.precision)[:, 0]
-    traces, groups = transformer_to_traces(cw.workload, par, np.asarray(seconds) * 1e6)
+    layout = RankLayout.of(par, system.gpus_per_node)
+    traces, groups = transformer_to_traces(cw.workload, layout, np.asarray(seconds) * 1e6)
     out = str(args.out)
     paths = write_traces(out, [traces[r] for r in range(len(traces))])
     write_comm_groups(f"{out}.comm_groups.json", groups)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from simcore.ir.graph import CommType
 from simcore.ir.ops import COMPUTE, OpTable
 from simcore.specs.parallel import ParallelSpec
-from simcore.workloads.placement import GroupSpan
+from simcore.workloads.layout import GroupSpan
 from simcore.workloads.transformer.spec import ModelSpec
 
 __all__ = ["ACT_BYTES", "LayerOps", "Step", "build_layer_ops"]
