@@ -68,6 +68,7 @@ def _export(args: argparse.Namespace) -> int:
     from simcore.hardware import SystemBatch
     from simcore.traces.chakra.export import write_comm_groups, write_traces
     from simcore.workloads import family_of
+    from simcore.workloads.layout import RankLayout
 
     model, parallel, system = build_specs(compose(list(args.overrides)))
     par, reason = check_structure(model, parallel, system)
@@ -75,7 +76,8 @@ def _export(args: argparse.Namespace) -> int:
         raise InputError("structure", model.name, reason)
     cw = compiled_workload(model, parallel, system)
     seconds = template_durations(cw, SystemBatch.from_specs([system]), par.precision)[:, 0]
-    traces, groups = family_of(model).export_traces(cw.workload, par, np.asarray(seconds) * 1e6)
+    layout = RankLayout.of(par, system.gpus_per_node)
+    traces, groups = family_of(model).export_traces(cw.workload, layout, np.asarray(seconds) * 1e6)
     out = str(args.out)
     paths = write_traces(out, [traces[r] for r in range(len(traces))])
     write_comm_groups(f"{out}.comm_groups.json", groups)

@@ -22,6 +22,7 @@ from simcore.ir.graph import Graph
 from simcore.ir.ops import OpTable
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
+from simcore.workloads.layout import RankLayout
 
 __all__ = ["Workload", "WorkloadFamily"]
 
@@ -97,7 +98,7 @@ class WorkloadFamily(Protocol):
         """Tokens per iteration (= samples for a family without sequences)."""
         ...
 
-    def export_traces(self, workload: Workload, parallel: ParallelSpec,
+    def export_traces(self, workload: Workload, layout: RankLayout,
                       template_us: NDArray[np.float64]) -> tuple[dict[int, Any], dict[int, tuple[int, ...]]]:
         """Per-rank Chakra ET traces and the communicator groups (id -> member ranks)."""
         ...

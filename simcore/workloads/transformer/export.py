@@ -1,9 +1,10 @@
 """Generated transformer workload -> one Chakra ET per real rank, plus its communicator groups.
 
-The generator (:mod:`simcore.workloads.transformer.generator`) builds one representative rank per pipeline
-stage; every rank of that stage runs the same program (its symmetry argument). Here each real
-rank ``r = t + tp*(c + cp*(d + dp*s))`` (tp fastest, then cp, dp, pp: the layout of
-:func:`simcore.workloads.placement.group_spans`) gets its stage's nodes, in program order, as:
+The generator (:mod:`simcore.workloads.transformer.generator`) builds one representative rank per
+pipeline stage; every rank of that stage runs the same program (its symmetry argument). Here each
+real rank (coordinates (t, c, d, s) numbered by ``parallel.rank_order``: the
+:class:`simcore.workloads.layout.RankLayout` the generator prices its groups with) gets its
+stage's nodes, in program order, as:
 - a compute template -> COMP (``is_cpu_op`` false) with ``duration_micros`` = the template's
   duration (rounded to 1 us, the ET's unit), e.g. from the direct simulation's models;
 - a ``coll`` kernel (tp / cp / dp / ep / edp collectives) -> COMM_COLL with ``comm_type``,
@@ -35,77 +36,17 @@ from numpy.typing import NDArray
 from simcore.errors import InputError
 from simcore.ir.graph import Graph
 from simcore.ir.ops import COMPUTE
-from simcore.specs.parallel import ParallelSpec
 from simcore.traces.chakra.build import AttrValue, EtTraceBuilder
 from simcore.traces.chakra.schema import NodeType
 from simcore.traces.chakra.trace import EtTrace
+from simcore.workloads.layout import RankLayout
 from simcore.workloads.transformer.generator import TransformerWorkload
 
-__all__ = ["RankLayout", "transformer_to_traces"]
+__all__ = ["collective_group", "cross_stage", "node_stages", "transformer_to_traces"]
 
 _KINDS = ("tp", "dp", "pp", "cp", "ep")
 _GPU: dict[str, AttrValue] = {"is_cpu_op": False}  # a GPU kernel, whatever the feeder's default
 _STAGE_STREAM = re.compile(r"s(\d+)\.")  # template kind index -> comm kind (engine COMM_KINDS)
-
-
-@dataclass(frozen=True)
-class RankLayout:
-    """Real-rank coordinates (t, c, d, s) and the communicator groups of a resolved plan."""
-
-    tp: int
-    cp: int
-    dp: int
-    pp: int
-    ep: int
-
-    @property
-    def num_ranks(self) -> int:
-        """tp x cp x dp x pp."""
-        return self.tp * self.cp * self.dp * self.pp
-
-    def rank(self, t: int, c: int, d: int, s: int) -> int:
-        """Global rank of coordinates (tp, cp, dp, pp)."""
-        return t + self.tp * (c + self.cp * (d + self.dp * s))
-
-    def coords(self, r: int) -> tuple[int, int, int, int]:
-        """(t, c, d, s) of rank ``r``."""
-        t, r = r % self.tp, r // self.tp
-        c, r = r % self.cp, r // self.cp
-        return t, c, r % self.dp, r // self.dp
-
-    def members(self, kind: str, r: int) -> tuple[int, ...]:
-        """The ranks of ``r``'s group of ``kind`` (tp, cp, dp = dp x cp, ep, edp)."""
-        t, c, d, s = self.coords(r)
-        if kind == "tp":
-            return tuple(self.rank(x, c, d, s) for x in range(self.tp))
-        if kind == "cp":
-            return tuple(self.rank(t, x, d, s) for x in range(self.cp))
-        if kind == "dp":
-            return tuple(self.rank(t, x, y, s) for y in range(self.dp) for x in range(self.cp))
-        block = d - d % self.ep
-        if kind == "ep":
-            return tuple(self.rank(t, c, block + j, s) for j in range(self.ep))
-        if kind.startswith("x"):  # a rendezvous of the same (t, c, d) on several stages
-            return tuple(self.rank(t, c, d, int(x)) for x in kind[1:].split(","))
-        if kind == "edp":
-            return tuple(self.rank(t, c, d % self.ep + self.ep * k, s) for k in range(self.dp // self.ep))
-        raise ValueError(kind)
-
-    def groups(self, extra: Sequence[str] = ()) -> tuple[dict[int, tuple[int, ...]], dict[tuple[str, int], int]]:
-        """(group id -> members, (kind, rank) -> group id); ids from 1, groups of one skipped.
-
-        ``extra``: cross-stage kinds ``x<s1>,<s2>,...``, defined for ranks of those stages.
-        """
-        ids: dict[tuple[int, ...], int] = {}
-        of: dict[tuple[str, int], int] = {}
-        for kind in ("tp", "cp", "dp", "ep", "edp", *extra):
-            for r in range(self.num_ranks):
-                if kind.startswith("x") and str(self.coords(r)[3]) not in kind[1:].split(","):
-                    continue
-                m = tuple(sorted(self.members(kind, r)))
-                if len(m) > 1:
-                    of[(kind, r)] = ids.setdefault(m, len(ids) + 1)
-        return {g: m for m, g in ids.items()}, of
 
 
 @dataclass(frozen=True)
@@ -133,7 +74,7 @@ def _ops(w: TransformerWorkload, template_us: NDArray[np.float64]) -> list[_Op]:
         parts = ops.templates[t]
         deps = tuple(int(d) for d in g.deps_of(i))
         streams = g.resources_of(i).tolist()
-        stages = _stages(g, i, streams)
+        stages = node_stages(g, i)
         after = tuple((st, max((last_on.get(x, -1) for x in streams if _stream_stage(g, x) in (st, -1)),
                                default=-1)) for st in stages)
         last_on.update({x: i for x in streams})
@@ -145,12 +86,7 @@ def _ops(w: TransformerWorkload, template_us: NDArray[np.float64]) -> list[_Op]:
         (kid, weight), = parts
         cost, args = ops.kernels[kid]
         if cost == "coll":
-            if len(stages) > 1:  # one rendezvous node on several stages
-                group = "x" + ",".join(map(str, stages))
-            elif ops.template_names[t].startswith("embedding_tied"):  # each end carries its half
-                group = f"x0,{w.num_stages - 1}"
-            else:
-                group = "edp" if ops.template_names[t].startswith("edp") else _KINDS[kind_idx]
+            group = collective_group(ops.template_names[t], kind_idx, stages, w.num_stages)
             out.append(_Op(i, "coll", name, 0, deps, (("comm_type", args[0]),
                                                        ("comm_size", args[1] * weight)),
                            after, stages, group))
@@ -169,25 +105,60 @@ def _stream_stage(g: Graph, resource: int) -> int:
     return int(m.group(1)) if m else -1
 
 
-def _stages(g: Graph, i: int, streams: list[int]) -> tuple[int, ...]:
+def node_stages(g: Graph, i: int) -> tuple[int, ...]:
     """The stages a node belongs to: its rank, or (rank -1, a rendezvous) its streams' stages."""
     if int(g.rank[i]) >= 0:
         return (int(g.rank[i]),)
-    found = sorted({_stream_stage(g, x) for x in streams} - {-1})
+    found = sorted({_stream_stage(g, int(x)) for x in g.resources_of(i)} - {-1})
     if not found:
         raise InputError(f"graph node {int(g.node_ids[i])}", g.names[i],
                          "a node without a rank must sit on per-stage streams s<k>.*")
     return tuple(found)
 
 
+def collective_group(template_name: str, kind_idx: int, stages: tuple[int, ...],
+                     num_stages: int) -> str:
+    """Communicator kind of a collective template: a :data:`simcore.workloads.layout.GROUP_KINDS`
+    entry, or ``x<s1>,<s2>,...`` for the ranks of one (tp, cp, dp) on several stages."""
+    if len(stages) > 1:  # one rendezvous node on several stages
+        return "x" + ",".join(map(str, stages))
+    if template_name.startswith("embedding_tied"):  # each end carries its half
+        return f"x0,{num_stages - 1}"
+    return "edp" if template_name.startswith("edp") else _KINDS[kind_idx]
+
+
+def cross_stage(kind: str) -> tuple[int, ...] | None:
+    """The stages of a cross-stage communicator kind ``x<s1>,...`` (None for a group kind)."""
+    return tuple(int(x) for x in kind[1:].split(",")) if kind.startswith("x") else None
+
+
+def _group_ids(lay: RankLayout, extra: Sequence[str]
+               ) -> tuple[dict[int, tuple[int, ...]], dict[str, NDArray[np.int64]]]:
+    """(group id -> members, kind -> (R,) group id of each rank, 0 = none); ids from 1 in the
+    order kinds then smallest member, groups of one skipped, equal member sets share one id.
+
+    ``extra``: cross-stage kinds ``x<s1>,<s2>,...``, defined for ranks of those stages.
+    """
+    ids: dict[tuple[int, ...], int] = {}
+    of: dict[str, NDArray[np.int64]] = {}
+    for kind in ("tp", "cp", "dp", "ep", "edp", *extra):
+        stages = cross_stage(kind)
+        tab, row = lay.across_stages(stages) if stages else (lay.table(kind), lay.group_index(kind))
+        if tab.shape[1] <= 1:
+            continue
+        gid = np.array([ids.setdefault(tuple(m), len(ids) + 1) for m in tab.tolist()], dtype=np.int64)
+        of[kind] = np.where(row >= 0, gid[row], 0)
+    return {g: m for m, g in ids.items()}, of
+
+
 def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_Op],
-                group_of: dict[tuple[str, int], int], n: int) -> EtTrace:
-    t, c, d, s = lay.coords(r)
+                group_of: dict[str, NDArray[np.int64]], n: int) -> EtTrace:
+    c, s = lay.coords(r).cp, lay.stage_of(r)
     b = EtTraceBuilder(metadata={"schema": "simsweep transformer export", "rank": r})
     alias: dict[int, list[int]] = {}  # graph index -> node ids a consumer must wait for
     for op in incoming:  # receives of activations/gradients sent to this stage
         size = int(round(dict(op.attrs)["comm_size"]))
-        src = lay.rank(t, c, d, int(dict(op.attrs)["src_stage"]))
+        src = lay.peer(r, int(dict(op.attrs)["src_stage"]))
         b.add_node(n + op.index, f"{op.name}_recv", NodeType.COMM_RECV_NODE, attrs={
             "is_cpu_op": False, "comm_size": size, "comm_src": src, "comm_tag": op.index})
         alias[op.index] = [n + op.index]
@@ -207,8 +178,8 @@ def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_O
         attrs["comm_size"] = int(round(a["comm_size"]))
         if op.kind == "coll":
             attrs["comm_type"] = int(a["comm_type"])
-            gid = group_of.get((op.group, r))
-            if gid is None:  # a group of one: nothing to communicate
+            gid = int(group_of[op.group][r]) if op.group in group_of else 0
+            if gid == 0:  # a group of one: nothing to communicate
                 b.add_node(op.index, op.name, NodeType.COMP_NODE, data_deps=deps, ctrl_deps=ctrl,
                            attrs=_GPU)
                 continue
@@ -216,35 +187,35 @@ def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_O
             b.add_node(op.index, op.name, NodeType.COMM_COLL_NODE, data_deps=deps, ctrl_deps=ctrl,
                        attrs=attrs)
         elif op.kind == "pp_send":
-            attrs["comm_dst"] = lay.rank(t, c, d, int(a["peer"]))
+            attrs["comm_dst"] = lay.peer(r, int(a["peer"]))
             attrs["comm_tag"] = op.index
             b.add_node(op.index, op.name, NodeType.COMM_SEND_NODE, data_deps=deps, ctrl_deps=ctrl,
                        attrs=attrs)
         else:  # cp ring step: send to the next cp rank, receive from the previous one
             b.add_node(op.index, op.name + "_send", NodeType.COMM_SEND_NODE, data_deps=deps,
                        ctrl_deps=ctrl, attrs={
-                **attrs, "comm_dst": lay.rank(t, (c + 1) % lay.cp, d, s), "comm_tag": op.index})
+                **attrs, "comm_dst": lay.moved(r, "cp", (c + 1) % lay.cp), "comm_tag": op.index})
             b.add_node(n + op.index, op.name + "_recv", NodeType.COMM_RECV_NODE, data_deps=deps, attrs={
-                **attrs, "comm_src": lay.rank(t, (c - 1) % lay.cp, d, s), "comm_tag": op.index})
+                **attrs, "comm_src": lay.moved(r, "cp", (c - 1) % lay.cp), "comm_tag": op.index})
             alias[op.index] = [op.index, n + op.index]
     return b.build(path=f"rank {r}")
 
 
 def transformer_to_traces(
-    workload: TransformerWorkload, parallel: ParallelSpec, template_us: NDArray[np.float64],
+    workload: TransformerWorkload, layout: RankLayout, template_us: NDArray[np.float64],
     ranks: Sequence[int] | None = None,
 ) -> tuple[dict[int, EtTrace], dict[int, tuple[int, ...]]]:
     """Per-rank traces (for ``ranks``, default all) and the communicator groups.
 
     Args:
         workload: the generated graph (one representative rank per stage).
-        parallel: the resolved plan (``dp`` set).
+        layout: the real ranks of the resolved plan (:meth:`RankLayout.of`).
         template_us: (U,) duration of each template in microseconds (compute templates).
     """
-    lay = RankLayout(parallel.tp, parallel.cp, parallel.dp_size, parallel.pp, parallel.ep)
+    lay = layout
     ops = _ops(workload, template_us)
     extra = sorted({op.group for op in ops if op.group.startswith("x")})
-    groups, group_of = lay.groups(extra)
+    groups, group_of = _group_ids(lay, extra)
     g = workload.graph
     stage = g.rank.astype(np.int64)
     by_stage: list[list[_Op]] = [[] for _ in range(lay.pp)]
@@ -257,6 +228,6 @@ def transformer_to_traces(
             incoming[dst].append(_Op(op.index, op.kind, op.name, 0, (), op.attrs + (
                 ("src_stage", float(stage[op.index])),)))
     want = range(lay.num_ranks) if ranks is None else ranks
-    out = {r: _rank_trace(r, lay, by_stage[lay.coords(r)[3]], incoming[lay.coords(r)[3]],
+    out = {r: _rank_trace(r, lay, by_stage[lay.stage_of(r)], incoming[lay.stage_of(r)],
                           group_of, g.num_nodes) for r in want}
     return out, groups

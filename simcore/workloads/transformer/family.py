@@ -18,6 +18,7 @@ from simcore.errors import InputError
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads._base import Workload
+from simcore.workloads.layout import RankLayout
 from simcore.workloads.transformer.generator import TransformerWorkload, build_transformer
 from simcore.workloads.transformer.memory import footprint_bytes, peak_footprint
 from simcore.workloads.transformer.spec import ModelSpec
@@ -86,12 +87,12 @@ class TransformerFamily:
         """Global batch x sequence length."""
         return int(parallel.global_batch) * spec.seq_len
 
-    def export_traces(self, workload: Workload, parallel: ParallelSpec,
+    def export_traces(self, workload: Workload, layout: RankLayout,
                       template_us: NDArray[np.float64]) -> tuple[dict[int, Any], dict[int, tuple[int, ...]]]:
         """:func:`~simcore.workloads.transformer.export.transformer_to_traces` (every rank)."""
         from simcore.workloads.transformer.export import transformer_to_traces
 
         if not isinstance(workload, TransformerWorkload):
             raise InputError("workload", type(workload).__name__, "not a transformer workload")
-        traces, groups = transformer_to_traces(workload, parallel, template_us)
+        traces, groups = transformer_to_traces(workload, layout, template_us)
         return dict(traces), groups

@@ -4,7 +4,8 @@ Symmetry reduction (DESIGN.md, "The vectorized engine"; Echo's "one trace per un
 TP rank)", methods-hap-ace-echo.md §3.1): on a symmetric network every rank of a TP group, every
 CP rank and every DP replica runs the same program at the same time, so the graph holds one
 rank per pipeline stage. A collective among identical ranks then only occupies the
-representative's stream; its cost comes from the group's size and span (:mod:`placement`).
+representative's stream; its cost comes from the group's size and span
+(:class:`simcore.workloads.layout.RankLayout`).
 Point-to-point pipeline sends are nodes on a per-direction link stream between two stages.
 
 Streams per stage ``s`` (in-order, as CUDA streams): ``s.compute`` (kernels and blocking
@@ -30,8 +31,8 @@ from simcore.ir.ops import OpTable
 from simcore.ir.streams import CommKind, Stream, StreamKind
 from simcore.specs.parallel import ParallelSpec
 from simcore.workloads._base import Workload
+from simcore.workloads.layout import GroupSpan, RankLayout
 from simcore.workloads.pipeline import PipeOp, stage_program
-from simcore.workloads.placement import GroupSpan, group_spans
 from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
 from simcore.workloads.transformer.layers import LayerOps, build_layer_ops
 from simcore.workloads.transformer.spec import ModelSpec
@@ -67,7 +68,7 @@ _EMB_TIED_ID = 1 << 41  # the first/last-stage embedding all-reduce
 class _Generator:
     def __init__(self, model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> None:
         self.model, self.par = model, par
-        self.spans: dict[str, GroupSpan] = group_spans(par, gpus_per_node)
+        self.spans: dict[str, GroupSpan] = RankLayout.of(par, gpus_per_node).spans()
         self.ops = OpTable()
         self.lops: LayerOps = build_layer_ops(model, par, self.spans, self.ops)
         self.b = GraphBuilder("transformer")

@@ -29,7 +29,7 @@ from simcore.ir.graph import CommType
 from simcore.ir.ops import COMPUTE, OpTable
 from simcore.ir.streams import CommKind
 from simcore.specs.parallel import ParallelSpec
-from simcore.workloads.placement import GroupSpan
+from simcore.workloads.layout import GroupSpan
 from simcore.workloads.transformer.spec import ModelSpec
 
 __all__ = ["ACT_BYTES", "LayerOps", "Step", "build_layer_ops"]

@@ -89,6 +89,11 @@ def _export_and_run_astra(tmp_path: Path, overrides: list[str]) -> tuple[float, 
     ["parallel.zero_stage=1", "parallel.dp_overlap=false"],
     ["parallel.zero_stage=2", "system.num_gpus=16", "system.gpus_per_node=4"],
     ["parallel.cp=2", "system.gpus_per_node=2", "system.scaleout.kind=FullyConnected"],
+    # non-default rank orders: TP over the scale-out NICs (stride 4 on 4-GPU nodes), and DP
+    # innermost with the pipeline inside the node
+    ["system.num_gpus=16", "system.gpus_per_node=4", "parallel.rank_order=dp-tp-cp-pp"],
+    ["parallel.cp=2", "system.num_gpus=16", "system.gpus_per_node=4",
+     "parallel.rank_order=dp-pp-tp-cp"],
 ])
 def test_exported_3d_llm_reimports_with_the_direct_astra_fidelity_time(tmp_path: Path, extra: list[str]) -> None:
     """Export -> ``simsweep astra`` equals the direct simulation in ``fidelity=astra`` on a real network.
@@ -105,6 +110,7 @@ def test_exported_3d_llm_reimports_with_the_direct_astra_fidelity_time(tmp_path:
     simulate = pytest.importorskip("search.commands.simulate")
     from search.build import build_specs
     from simcore.api import check_structure, simulate_batch
+    from simcore.workloads.layout import RankLayout
 
     overrides = [*TINY_3D, *extra]
     model, parallel, system = build_specs(simulate.compose(overrides))
@@ -119,8 +125,10 @@ def test_exported_3d_llm_reimports_with_the_direct_astra_fidelity_time(tmp_path:
     # a real network: the calibrated prediction is a different model, far from ASTRA-sim's
     assert abs(float(calibrated.iteration_time_s[0]) * 1e9 / astra_ns - 1) > 0.2
     # Megatron's tied embedding: rank 0 (first stage) all-reduces with the last stage's rank of
-    # the same (tp, cp, dp) coordinates: t + tp (c + cp (d + dp s)) for s = 1
-    assert (0, par.tp * par.cp * par.dp_size) in groups.values()
+    # the same (tp, cp, dp) coordinates, for the default order t + tp (c + cp (d + dp s)), s = 1
+    last = RankLayout.of(par, system.gpus_per_node).rank(0, 0, 0, par.pp - 1)
+    assert par.rank_order != "tp-cp-dp-pp" or last == par.tp * par.cp * par.dp_size
+    assert (0, last) in groups.values()
 
 
 @pytest.mark.slow

@@ -68,13 +68,13 @@ def test_moe_all_to_all_appears_with_expert_parallelism() -> None:
 
 
 def test_group_spans_follow_the_rank_order() -> None:
-    from simcore.workloads.placement import group_spans
+    from simcore.workloads.layout import RankLayout
 
     par = ParallelSpec(tp=8, pp=2, dp=4, global_batch=8)
-    default = group_spans(par, gpus_per_node=8)
+    default = RankLayout.of(par, gpus_per_node=8).spans()
     assert default["tp"] == (8, 8) and not default["tp"].cross_node  # one node
     assert default["dp"] == (4, 1)  # one member per node: over the NICs
-    flipped = group_spans(replace(par, rank_order="dp-tp-cp-pp"), gpus_per_node=8)
+    flipped = RankLayout.of(replace(par, rank_order="dp-tp-cp-pp"), gpus_per_node=8).spans()
     assert flipped["dp"] == (4, 4) and flipped["tp"] == (8, 2)  # TP now spans 4 nodes
 
 
