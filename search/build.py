@@ -9,6 +9,7 @@ naming the key, the value and the rule, before any work is done.
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -19,6 +20,8 @@ from simcore.specs.system import SystemSpec, system_from_dict
 from simcore.workloads.transformer.spec import ModelSpec
 
 __all__ = ["build_model", "build_parallel", "build_specs", "build_system"]
+
+SYSTEM_CONF = Path(__file__).resolve().parents[1] / "conf" / "system"
 
 
 def _section(cfg: DictConfig, key: str) -> dict[str, Any]:
@@ -71,7 +74,25 @@ def build_system(cfg: DictConfig) -> SystemSpec:
         if cfg.get(group) is not None:
             inner = data.get(group) or {}
             data[group] = {**_section(cfg, group), **(inner if isinstance(inner, dict) else {})}
+    if isinstance(data.get("pools"), list):
+        data["pools"] = [_pool_presets(pool, i) for i, pool in enumerate(data["pools"])]
     return system_from_dict(data)
+
+
+def _pool_presets(pool: Any, index: int) -> Any:
+    """A ``system.pools`` entry with its accelerator / calibration preset names replaced by the
+    preset's content (``conf/system/accelerator/<name>.yaml``, ``.../calibration/<name>.yaml``)."""
+    if not isinstance(pool, dict):
+        return pool
+    out = dict(pool)
+    for group in ("accelerator", "calibration"):
+        name = out.get(group)
+        if isinstance(name, str):
+            known = sorted(p.stem for p in (SYSTEM_CONF / group).glob("*.yaml"))
+            require(name in known, f"system.pools.{index}.{group}", name,
+                    f"unknown {group} preset (known: {', '.join(known)})")
+            out[group] = OmegaConf.to_container(OmegaConf.load(SYSTEM_CONF / group / f"{name}.yaml"))
+    return out
 
 
 def build_specs(cfg: DictConfig) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:

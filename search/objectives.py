@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from search.ask_tell import TrialOutcome
-from simcore.cost import ClusterCostSpec, cluster_cost
+from simcore.cost import ClusterCostSpec, system_cost
 from simcore.errors import InputError
 from simcore.specs.system import SystemSpec
 
@@ -112,15 +112,7 @@ def design_metrics(
     time_s = np.array([float(r["iteration_time_s"]) for r in rows])
     peak_gib = np.array([float(r["peak_memory_gib"]) for r in rows])
     capacity_gib = np.array([s.accelerator.hbm_capacity_gib for s in systems])
-    money = cluster_cost(
-        num_gpus=[s.num_gpus for s in systems],
-        gpus_per_node=[s.gpus_per_node for s in systems],
-        scaleup_bandwidth_GBps=[s.scaleup.bandwidth_GBps for s in systems],
-        scaleout_bandwidth_GBps=[s.scaleout.bandwidth_GBps for s in systems],
-        accelerator_price_usd=[s.accelerator.price_usd for s in systems],
-        accelerator_tdp_w=[s.accelerator.tdp_w for s in systems],
-        spec=cost,
-    )
+    money = system_cost(systems, cost)  # accelerators summed over each cluster's device pools
     with np.errstate(divide="ignore", invalid="ignore"):
         tokens_per_s = np.asarray(tokens_per_iter, dtype=np.float64) / time_s
         train_s = train_tokens / tokens_per_s

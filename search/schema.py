@@ -129,6 +129,10 @@ _OWN_GROUPS: dict[str, type] = {
     "memory": MemoryConf,
 }
 _MIRRORS: dict[type, type] = {}
+# (spec class name, field) -> schema type, where YAML accepts more than the spec holds:
+# system.pools entries name their accelerator / calibration by preset or map them; search.build
+# resolves the names and SystemSpec checks each entry, naming system.pools.<i>.<key>
+_FIELD_TYPES: dict[tuple[str, str], Any] = {("SystemSpec", "pools"): Optional[list[Any]]}  # noqa: UP045
 _CHOICES: dict[str, tuple[str, ...]] = {
     "sweep.mode": ("grid", "random"),
     "sweep.direction": ("minimize", "maximize"),
@@ -183,7 +187,7 @@ def mirror(cls: type) -> type:
     hints = typing.get_type_hints(cls)
     specs: list[tuple[str, Any, Any]] = []
     for f in dataclasses.fields(cls):
-        tp = _conf_type(hints[f.name])
+        tp = _FIELD_TYPES.get((cls.__name__, f.name)) or _conf_type(hints[f.name])
         if f.default is not dataclasses.MISSING:
             default = _conf_default(f.default)
         elif f.default_factory is not dataclasses.MISSING:

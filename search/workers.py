@@ -191,14 +191,9 @@ def evaluate_batch(batch: SpecBatch) -> dict[str, NDArray[Any]]:
 def _cost_columns(systems: list[Any], time_s: NDArray[np.float64],
                   cost: Any) -> dict[str, NDArray[Any]]:
     """Cost and power of each point's cluster (simcore.cost), vectorized over the batch."""
-    from simcore.cost import cluster_cost
+    from simcore.cost import system_cost
 
-    money = cluster_cost(
-        num_gpus=[s.num_gpus for s in systems], gpus_per_node=[s.gpus_per_node for s in systems],
-        scaleup_bandwidth_GBps=[s.scaleup.bandwidth_GBps for s in systems],
-        scaleout_bandwidth_GBps=[s.scaleout.bandwidth_GBps for s in systems],
-        accelerator_price_usd=[s.accelerator.price_usd for s in systems],
-        accelerator_tdp_w=[s.accelerator.tdp_w for s in systems], spec=cost)
+    money = system_cost(systems, cost)  # accelerators summed over each cluster's device pools
     return {"cost_usd_per_iter": money.cost_usd_per_iter(time_s), "capex_usd": money.capex_usd,
             "power_kw": money.facility_power_w / 1000.0}
 

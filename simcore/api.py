@@ -34,8 +34,10 @@ __all__ = ["check_structure", "compiled_workload", "evaluated_durations", "simul
 
 
 def structure_key(model: Hashable, parallel: ParallelSpec, system: SystemSpec) -> Hashable:
-    """Hashable key: points with equal keys share one graph and may share a batch."""
-    return (model, parallel, system.num_gpus, system.gpus_per_node)
+    """Hashable key: points with equal keys share one graph and may share a batch (with
+    several device pools, their counts and node sizes are part of it)."""
+    key = (model, parallel, system.num_gpus, system.gpus_per_node)
+    return (*key, system.pool_structure) if system.pools else key
 
 
 def check_structure(model: Hashable, parallel: ParallelSpec, system: SystemSpec
@@ -131,12 +133,13 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
     keys = {structure_key(model, parallel, s) for s in systems}
     if len(keys) != 1:
         raise InputError("systems", f"{len(keys)} structures",
-                         "all systems of a batch must share num_gpus and gpus_per_node")
+                         "all systems of a batch must share num_gpus, gpus_per_node and pools")
     b = len(systems)
     par, reason = check_structure(model, parallel, systems[0])
     if par is None:
         return _infeasible(b, reason)
-    supported = np.array([_peak_tflops(s, par.precision) > 0 for s in systems])
+    supported = np.array([_peak_tflops(s, par.precision) > 0 and s.uniform_devices
+                          for s in systems])
     if not supported.all():
         return _split_unsupported(model, parallel, systems, supported, par.precision, fidelity)
     cw = _compiled(model, par, systems[0].gpus_per_node, fidelity)
@@ -172,6 +175,10 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
     )
 
 
+_MIXED_POOLS = ("system.pools: pools with different accelerators or calibrations are not "
+                "simulated yet (the engine costs every kernel on pool 0)")
+
+
 def _peak_tflops(system: SystemSpec, precision: str) -> float:
     return float(getattr(system.accelerator, f"peak_tflops_{precision}", 0.0))
 
@@ -183,7 +190,7 @@ def _split_unsupported(model: Hashable, parallel: ParallelSpec, systems: Sequenc
     b = len(systems)
     out = _infeasible(b, "")
     reasons = [f"parallel.precision={precision!r}: not supported by {s.accelerator.name}"
-               for s in systems]
+               if s.uniform_devices else _MIXED_POOLS for s in systems]
     idx = np.flatnonzero(supported)
     if idx.size:
         sub = simulate_batch(model, parallel, [systems[int(i)] for i in idx], fidelity)

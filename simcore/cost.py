@@ -3,7 +3,8 @@
 Model (all arrays have shape (B,), one entry per design point):
 
 * accelerators: ``num_gpus x price`` and ``num_gpus x TDP`` (power at TDP: an upper bound, as
-  capacity planning does); price and TDP come from ``system.accelerator`` (AcceleratorSpec);
+  capacity planning does), summed over the device pools of the cluster (``count x price`` of
+  each pool); price and TDP come from each pool's accelerator (AcceleratorSpec);
 * hosts: a price and power per GPU slot (CPUs, DRAM, storage, chassis, fans of a server, divided
   by its GPUs), so the host share does not depend on how large the scale-up domain is;
 * scale-up network (NVLink-class): cost and power proportional to the per-GPU scale-up bandwidth,
@@ -26,7 +27,9 @@ module holds no numbers except unit conversions.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -38,9 +41,31 @@ HOURS_PER_YEAR = 24.0 * 365.0
 __all__ = [
     "ClusterCost",
     "ClusterCostSpec",
+    "ClusterLike",
     "cluster_cost",
     "fat_tree_tiers",
+    "system_cost",
 ]
+
+
+class ClusterLike(Protocol):
+    """The cluster attributes :func:`system_cost` reads (``simcore.specs.system.SystemSpec``;
+    read structurally so this module stays below the specs in the layering)."""
+
+    @property
+    def num_gpus(self) -> int: ...  # noqa: D102
+
+    @property
+    def gpus_per_node(self) -> int: ...  # noqa: D102
+
+    @property
+    def scaleup(self) -> Any: ...  # noqa: D102
+
+    @property
+    def scaleout(self) -> Any: ...  # noqa: D102
+
+    @property
+    def devices(self) -> tuple[Any, ...]: ...  # noqa: D102
 
 
 @dataclass(frozen=True)
@@ -127,6 +152,7 @@ def cluster_cost(
     accelerator_price_usd: ArrayLike,
     accelerator_tdp_w: ArrayLike,
     spec: ClusterCostSpec,
+    pool_gpus: ArrayLike | None = None,
 ) -> ClusterCost:
     """Capital cost, power and hourly cost of B clusters.
 
@@ -135,15 +161,31 @@ def cluster_cost(
         gpus_per_node: accelerators per node (= scale-up domain size), shape (B,) or scalar.
         scaleup_bandwidth_GBps: per-GPU scale-up bandwidth, one direction, GB/s.
         scaleout_bandwidth_GBps: per-GPU scale-out (NIC) bandwidth, one direction, GB/s.
-        accelerator_price_usd: price of one accelerator, USD.
-        accelerator_tdp_w: thermal design power of one accelerator, W.
+        accelerator_price_usd: price of one accelerator, USD; (D, B) with ``pool_gpus``.
+        accelerator_tdp_w: thermal design power of one accelerator, W; (D, B) with ``pool_gpus``.
         spec: prices and powers of hosts, network and facility.
+        pool_gpus: accelerators per device pool, (D, B) summing to ``num_gpus`` over D; None =
+            one pool of ``num_gpus``. The accelerator share is summed over the pools.
     """
-    n, per_node, bw_up, bw_out, price, tdp = np.broadcast_arrays(
-        *(np.atleast_1d(np.asarray(a, dtype=np.float64)) for a in (
-            num_gpus, gpus_per_node, scaleup_bandwidth_GBps, scaleout_bandwidth_GBps,
-            accelerator_price_usd, accelerator_tdp_w))
-    )
+    if pool_gpus is None:
+        n, per_node, bw_up, bw_out, price, tdp = np.broadcast_arrays(
+            *(np.atleast_1d(np.asarray(a, dtype=np.float64)) for a in (
+                num_gpus, gpus_per_node, scaleup_bandwidth_GBps, scaleout_bandwidth_GBps,
+                accelerator_price_usd, accelerator_tdp_w))
+        )
+        acc_usd, acc_w = n * price, n * tdp
+    else:
+        counts, price, tdp = np.broadcast_arrays(
+            *(np.atleast_2d(np.asarray(a, dtype=np.float64))
+              for a in (pool_gpus, accelerator_price_usd, accelerator_tdp_w)))
+        acc_usd, acc_w = np.sum(counts * price, axis=0), np.sum(counts * tdp, axis=0)
+        n, per_node, bw_up, bw_out, acc_usd, acc_w = np.broadcast_arrays(
+            *(np.atleast_1d(np.asarray(a, dtype=np.float64)) for a in (
+                num_gpus, gpus_per_node, scaleup_bandwidth_GBps, scaleout_bandwidth_GBps,
+                acc_usd, acc_w))
+        )
+        require(bool(np.all(counts.sum(axis=0) == n)), "pool_gpus", counts.tolist(),
+                "pool counts must sum to num_gpus")
     nodes = np.ceil(n / per_node)
     up_hops = 2 * fat_tree_tiers(np.minimum(per_node, n), spec.scaleup_radix_gpus) - 1
     up_hops = np.maximum(up_hops, 0)
@@ -152,7 +194,7 @@ def cluster_cost(
     ports = np.maximum(2 * out_tiers - 1, 0)
     transceivers = 2 * out_tiers
     capex = {
-        "accelerators": n * price,
+        "accelerators": acc_usd,
         "hosts": n * spec.host_usd_per_gpu,
         "scaleup": n * bw_up * up_hops * spec.scaleup_usd_per_GBps,
         "nics": np.where(multi_node, n * bw_out * spec.nic_usd_per_GBps, 0.0),
@@ -160,7 +202,7 @@ def cluster_cost(
         "transceivers": n * bw_out * transceivers * spec.transceiver_usd_per_GBps,
     }
     power = {
-        "accelerators": n * tdp,
+        "accelerators": acc_w,
         "hosts": n * spec.host_w_per_gpu,
         "scaleup": n * bw_up * up_hops * spec.scaleup_w_per_GBps,
         "nics": np.where(multi_node, n * bw_out * spec.nic_w_per_GBps, 0.0),
@@ -176,3 +218,27 @@ def cluster_cost(
     else:
         usd_per_hour = capex_usd / (spec.amortization_years * HOURS_PER_YEAR) + energy_usd_per_hour
     return ClusterCost(capex_usd, it_power_w, facility_w, usd_per_hour, capex, power)
+
+
+def system_cost(systems: Sequence[ClusterLike], spec: ClusterCostSpec) -> ClusterCost:
+    """:func:`cluster_cost` of B systems read from their specs, the accelerator share summed
+    over each system's device pools (systems with fewer pools are padded with empty ones)."""
+    devices = [s.devices for s in systems]
+    depth = max(len(d) for d in devices)
+
+    def grid(get: Callable[[Any], float]) -> list[list[float]]:
+        return [[float(get(dev[d])) if d < len(dev) else 0.0 for dev in devices]
+                for d in range(depth)]
+
+    price = grid(lambda pool: pool.accelerator.price_usd)
+    tdp = grid(lambda pool: pool.accelerator.tdp_w)
+    return cluster_cost(
+        num_gpus=[s.num_gpus for s in systems],
+        gpus_per_node=[s.gpus_per_node for s in systems],
+        scaleup_bandwidth_GBps=[s.scaleup.bandwidth_GBps for s in systems],
+        scaleout_bandwidth_GBps=[s.scaleout.bandwidth_GBps for s in systems],
+        accelerator_price_usd=price[0] if depth == 1 else price,
+        accelerator_tdp_w=tdp[0] if depth == 1 else tdp,
+        spec=spec,
+        pool_gpus=None if depth == 1 else grid(lambda pool: pool.count),
+    )

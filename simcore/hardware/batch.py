@@ -4,21 +4,35 @@
 :class:`~simcore.specs.system.SystemSpec` (nested fields flattened with ``_``), so a cost model
 evaluates B design points with one numpy expression (DESIGN.md, "The vectorized engine": every
 node's duration is a (B,) vector). A single system is a batch of one.
+
+Device pools add an axis: every per-device number (peak FLOP/s, HBM, price, TDP, calibration)
+is also held as a (D, B) array ``pool_*`` (D pools, the same D for every system of a batch:
+the pool counts are part of the structure key). The (B,) fields are the pool-0 rows of those
+arrays, so a cost model written for one device type runs unchanged on pool 0;
+:meth:`SystemBatch.pool` gives the batch as seen by a device of pool ``d`` (its (B,) fields are
+pool ``d``'s), and :func:`gather_by_pool` picks, per op template, the row of the pool that
+runs it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
 
 from simcore.errors import InputError
-from simcore.specs.system import PRECISIONS, CalibrationSpec, SystemSpec
+from simcore.specs.system import (
+    PRECISIONS,
+    AcceleratorSpec,
+    CalibrationSpec,
+    DevicePool,
+    SystemSpec,
+)
 
-__all__ = ["SystemBatch", "as_column", "as_row"]
+__all__ = ["SystemBatch", "as_column", "as_row", "gather_by_pool"]
 
 FloatArray = NDArray[np.float64]
 
@@ -35,17 +49,33 @@ def as_row(x: FloatArray) -> FloatArray:
     return x[None, :]
 
 
-def _peak_flops(spec: SystemSpec, precision: str) -> float:
-    return float(getattr(spec.accelerator, f"peak_tflops_{precision}")) * 1e12
+def _peak_flops(pool: DevicePool, precision: str) -> float:
+    assert pool.accelerator is not None
+    return float(getattr(pool.accelerator, f"peak_tflops_{precision}")) * 1e12
 
 
-def _calibration(spec: SystemSpec, key: str) -> float:
-    return float(getattr(spec.calibration, key))
+def _calibration(pool: DevicePool, key: str) -> float:
+    return float(getattr(pool.calibration, key))
+
+
+def _accelerator(pool: DevicePool) -> AcceleratorSpec:
+    assert pool.accelerator is not None
+    return pool.accelerator
+
+
+def gather_by_pool(per_pool: FloatArray, pool_of_row: object) -> FloatArray:
+    """Rows of a (D, U, B) per-pool array picked per template: (U, B) with row ``u`` taken
+    from pool ``pool_of_row[u]`` (a (U,) int array, or one int for every row)."""
+    arr = np.asarray(per_pool, dtype=np.float64)
+    rows = np.broadcast_to(np.asarray(pool_of_row, dtype=np.int64), (arr.shape[1],))
+    if rows.size and (rows.min() < 0 or rows.max() >= arr.shape[0]):
+        raise InputError("pool", int(rows.max()), f"must be in [0, {arr.shape[0]})")
+    return np.asarray(arr[rows, np.arange(arr.shape[1])])
 
 
 @dataclass(frozen=True, eq=False)
 class SystemBatch:
-    """B systems as arrays of shape (B,).
+    """B systems as arrays of shape (B,), per-device numbers also per pool, shape (D, B).
 
     Attributes:
         specs: the systems, in batch order.
@@ -56,6 +86,11 @@ class SystemBatch:
         scaleup_bandwidth_Bps, scaleout_bandwidth_Bps: (B,) per-GPU line rate, bytes/s.
         scaleup_latency_s, scaleout_latency_s: (B,) per-hop latency, s.
         calib: calibration key -> (B,) values (units as in :class:`CalibrationSpec`).
+        pool_count: (D, B) accelerators per pool.
+        pool_peak_flops, pool_hbm_bandwidth_Bps, pool_hbm_capacity_bytes, pool_calib: the
+            per-device fields above per pool, (D, B); the (B,) fields are their row ``pool_index``.
+        pool_price_usd, pool_tdp_w: (D, B) price and TDP of one accelerator of each pool.
+        pool_index: which pool the (B,) fields show (0 unless made by :meth:`pool`).
     """
 
     specs: tuple[SystemSpec, ...]
@@ -69,28 +104,79 @@ class SystemBatch:
     scaleup_latency_s: FloatArray
     scaleout_latency_s: FloatArray
     calib: dict[str, FloatArray]
+    pool_count: FloatArray
+    pool_peak_flops: dict[str, FloatArray]
+    pool_hbm_bandwidth_Bps: FloatArray
+    pool_hbm_capacity_bytes: FloatArray
+    pool_calib: dict[str, FloatArray]
+    pool_price_usd: FloatArray
+    pool_tdp_w: FloatArray
+    pool_index: int = 0
 
     @classmethod
     def from_specs(cls, systems: Sequence[SystemSpec]) -> SystemBatch:
-        """Stack ``systems`` (at least one) into arrays of shape (B,)."""
+        """Stack ``systems`` (at least one, all with the same number of pools) into arrays of
+        shape (B,) and (D, B)."""
         if len(systems) == 0:
             raise InputError("systems", 0, "a batch needs at least one system")
+        num_pools = {s.num_pools for s in systems}
+        if len(num_pools) != 1:
+            raise InputError("system.pools", sorted(num_pools),
+                             "all systems of a batch must have the same number of pools")
+        devices = [s.devices for s in systems]
 
         def col(get: Callable[[SystemSpec], float]) -> FloatArray:
             return np.array([float(get(s)) for s in systems], dtype=np.float64)
 
+        def grid(get: Callable[[DevicePool], float]) -> FloatArray:
+            return np.array([[float(get(dev[d])) for dev in devices]
+                             for d in range(len(devices[0]))], dtype=np.float64)
+
+        peak = {p: grid(partial(_peak_flops, precision=p)) for p in PRECISIONS}
+        hbm_bw = grid(lambda d: _accelerator(d).hbm_bandwidth_GBps * 1e9)
+        hbm_cap = grid(lambda d: _accelerator(d).hbm_capacity_gib * 2**30)
+        calib = {k: grid(partial(_calibration, key=k)) for k in _CALIBRATION_KEYS}
         return cls(
             specs=tuple(systems),
             num_gpus=col(lambda s: s.num_gpus),
             gpus_per_node=col(lambda s: s.gpus_per_node),
-            peak_flops={p: col(partial(_peak_flops, precision=p)) for p in PRECISIONS},
-            hbm_bandwidth_Bps=col(lambda s: s.accelerator.hbm_bandwidth_GBps * 1e9),
-            hbm_capacity_bytes=col(lambda s: s.accelerator.hbm_capacity_gib * 2**30),
+            peak_flops={p: v[0] for p, v in peak.items()},
+            hbm_bandwidth_Bps=hbm_bw[0],
+            hbm_capacity_bytes=hbm_cap[0],
             scaleup_bandwidth_Bps=col(lambda s: s.scaleup.bandwidth_GBps * 1e9),
             scaleout_bandwidth_Bps=col(lambda s: s.scaleout.bandwidth_GBps * 1e9),
             scaleup_latency_s=col(lambda s: s.scaleup.latency_ns * 1e-9),
             scaleout_latency_s=col(lambda s: s.scaleout.latency_ns * 1e-9),
-            calib={k: col(partial(_calibration, key=k)) for k in _CALIBRATION_KEYS},
+            calib={k: v[0] for k, v in calib.items()},
+            pool_count=grid(lambda d: d.count),
+            pool_peak_flops=peak,
+            pool_hbm_bandwidth_Bps=hbm_bw,
+            pool_hbm_capacity_bytes=hbm_cap,
+            pool_calib=calib,
+            pool_price_usd=grid(lambda d: _accelerator(d).price_usd),
+            pool_tdp_w=grid(lambda d: _accelerator(d).tdp_w),
+        )
+
+    @property
+    def num_pools(self) -> int:
+        """The number of device pools D."""
+        return int(self.pool_count.shape[0])
+
+    def pool(self, d: int) -> SystemBatch:
+        """The batch as seen by a device of pool ``d``: its (B,) per-device fields are pool
+        ``d``'s rows (network and cluster fields unchanged; the (D, B) arrays kept whole)."""
+        if not (isinstance(d, int | np.integer) and 0 <= d < self.num_pools):
+            raise InputError("pool", d, f"must be in [0, {self.num_pools})")
+        d = int(d)
+        if d == self.pool_index:
+            return self
+        return replace(
+            self,
+            peak_flops={p: v[d] for p, v in self.pool_peak_flops.items()},
+            hbm_bandwidth_Bps=self.pool_hbm_bandwidth_Bps[d],
+            hbm_capacity_bytes=self.pool_hbm_capacity_bytes[d],
+            calib={k: v[d] for k, v in self.pool_calib.items()},
+            pool_index=d,
         )
 
     @property
@@ -109,7 +195,8 @@ class SystemBatch:
                              f"must be one of {', '.join(PRECISIONS)}")
         peak = self.peak_flops[precision]
         if np.any(peak <= 0):
-            bad = self.specs[int(np.argmax(peak <= 0))].accelerator.name
+            dev = self.specs[int(np.argmax(peak <= 0))].devices[self.pool_index]
+            bad = _accelerator(dev).name
             raise InputError("parallel.precision", precision,
                              f"not supported by accelerator {bad}")
         return peak

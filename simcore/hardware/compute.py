@@ -21,11 +21,16 @@ Model (DESIGN.md, "Two fidelity modes", calibrated mode):
   read + written over ``hbm_bw * hbm_efficiency``, plus the kernel overhead.
 
 Shapes: ``sb`` holds B systems; every shape argument is a scalar or a (U,) array (U distinct op
-templates); results are (U, B) seconds. The fitted parameters live in ``CalibrationSpec``
+templates); results are (U, B) seconds, costed on the device of pool ``pool`` (default: the pool
+``sb`` shows, pool 0 unless made by ``SystemBatch.pool``). :func:`per_pool` evaluates a kernel
+model on every pool at once, (D, U, B); ``simcore.hardware.batch.gather_by_pool`` then picks
+each template's pool. The fitted parameters live in ``CalibrationSpec``
 (``scripts/fit_calibration.py``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,6 +41,7 @@ from simcore.hardware.batch import as_row as _row
 
 __all__ = [
     "ELEMENT_BYTES",
+    "per_pool",
     "attention_time_s",
     "gemm_efficiency",
     "gemm_time_s",
@@ -47,28 +53,41 @@ FloatArray = NDArray[np.float64]
 ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
 
 
+def _on(sb: SystemBatch, pool: int | None) -> SystemBatch:
+    return sb if pool is None else sb.pool(pool)
+
+
+def per_pool(kernel: Callable[..., FloatArray], sb: SystemBatch, *args: object,
+             **kwargs: object) -> FloatArray:
+    """(D, U, B) seconds: ``kernel(sb, *args, pool=d, **kwargs)`` for every pool ``d``."""
+    return np.stack([kernel(sb, *args, pool=d, **kwargs) for d in range(sb.num_pools)])
 
 
 def _quantization(dim: FloatArray, half: FloatArray) -> FloatArray:
     return dim / (dim + half)
 
 
-def gemm_efficiency(sb: SystemBatch, m: object, n: object, k: object) -> FloatArray:
+def gemm_efficiency(sb: SystemBatch, m: object, n: object, k: object,
+                    pool: int | None = None) -> FloatArray:
     """(U, B) fraction of dense peak a GEMM of shape m x n x k reaches when compute-bound."""
+    sb = _on(sb, pool)
     half = _row(sb.calib["gemm_half_dim"])
     shape = _quantization(_col(m), half) * _quantization(_col(n), half)
     top = _row(sb.calib["gemm_efficiency_max"] * sb.calib["sustained_compute_fraction"])
     return top * shape * _quantization(_col(k), half)
 
 
-def gemm_time_s(sb: SystemBatch, m: object, n: object, k: object, precision: str) -> FloatArray:
+def gemm_time_s(sb: SystemBatch, m: object, n: object, k: object, precision: str,
+                pool: int | None = None) -> FloatArray:
     """(U, B) seconds for one GEMM ``(m x k) @ (k x n)`` on one GPU.
 
     Args:
         sb: the B systems.
         m, n, k: GEMM dimensions, scalars or (U,) arrays.
         precision: operand precision (``fp16``, ``bf16``, ``fp8``, ...).
+        pool: the device pool that runs it (None: the pool ``sb`` shows).
     """
+    sb = _on(sb, pool)
     m_, n_, k_ = _col(m), _col(n), _col(k)
     flops = 2.0 * m_ * n_ * k_
     t_compute = flops / (_row(sb.peak(precision)) * gemm_efficiency(sb, m_, n_, k_))
@@ -85,6 +104,7 @@ def attention_time_s(
     head_dim: object,
     causal: bool,
     precision: str,
+    pool: int | None = None,
 ) -> FloatArray:
     """(U, B) seconds for the forward pass of a fused attention core on one GPU.
 
@@ -95,10 +115,12 @@ def attention_time_s(
         head_dim: width of one head.
         causal: causal mask (half the score FLOPs are skipped).
         precision: operand precision.
+        pool: the device pool that runs it (None: the pool ``sb`` shows).
 
     The backward pass of flash attention does 2.5x the forward FLOPs (five GEMM-like products
     instead of two) at the same efficiency; callers scale by 2.5.
     """
+    sb = _on(sb, pool)
     s_kv, d = _col(seq_kv), _col(head_dim)
     flops = 4.0 * _col(batch_heads) * _col(seq_q) * s_kv * d
     if causal:
@@ -112,7 +134,9 @@ def attention_time_s(
     return np.asarray(t + _row(sb.calib["kernel_overhead_us"]) * 1e-6)
 
 
-def memory_bound_time_s(sb: SystemBatch, nbytes: object) -> FloatArray:
-    """(U, B) seconds for elementwise / reduction kernels moving ``nbytes`` (read + write)."""
+def memory_bound_time_s(sb: SystemBatch, nbytes: object, pool: int | None = None) -> FloatArray:
+    """(U, B) seconds for elementwise / reduction kernels moving ``nbytes`` (read + write) on
+    a device of ``pool`` (None: the pool ``sb`` shows)."""
+    sb = _on(sb, pool)
     bw = _row(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
     return np.asarray(_col(nbytes) / bw + _row(sb.calib["kernel_overhead_us"]) * 1e-6)

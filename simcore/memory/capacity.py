@@ -1,44 +1,100 @@
-"""Memory feasibility of a plan on a batch of systems: peak stage footprint vs HBM capacity.
+"""Memory feasibility of a plan on a batch of systems: stage footprints vs HBM capacity per pool.
 
 The peak per-GPU footprint is the maximum over pipeline stages of
 :func:`simcore.workloads.transformer.memory.footprint_bytes` (the first stage holds the most in-flight
-micro-batches, the last the logits); a design point is infeasible when it exceeds the
-accelerator's HBM capacity, with a one-line reason naming the stage and the largest parts
-(DESIGN.md: infeasible points come back as a mask with a reason, never as an exception).
+micro-batches, the last the logits). Each stage runs on the devices of one pool
+(``pool_of_stage``; by default every stage on pool 0) and must fit that pool's HBM capacity;
+a design point is infeasible when some stage does not, with a one-line reason naming the stage,
+its pool and the largest parts (DESIGN.md: infeasible points come back as a mask with a reason,
+never as an exception).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.errors import InputError
 from simcore.hardware.batch import SystemBatch
-from simcore.workloads.transformer.memory import ModelLike, ParallelLike, peak_footprint
+from simcore.workloads.transformer.memory import (
+    ModelLike,
+    ParallelLike,
+    footprint_bytes,
+    peak_footprint,
+)
 
 __all__ = ["check_capacity", "check_memory", "peak_footprint"]
 
 GIB = 2**30
 
+PoolOfStage = Sequence[int] | Callable[[int], int]
+
+
+def _parts(fp: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v / GIB:.1f}" for k, v in fp.items() if k != "total" and v > 0)
+
 
 def check_memory(
-    model: ModelLike, parallel: ParallelLike, sb: SystemBatch
+    model: ModelLike, parallel: ParallelLike, sb: SystemBatch,
+    pool_of_stage: PoolOfStage | None = None,
 ) -> tuple[NDArray[np.bool_], NDArray[np.float64], tuple[str, ...]]:
     """Whether the plan fits on each system.
+
+    Args:
+        model, parallel: the workload and its resolved plan.
+        sb: the B systems (D pools each).
+        pool_of_stage: the pool that runs each pipeline stage, a (pp,) sequence or a function
+            of the stage; None = every stage on pool 0.
 
     Returns:
         fits: (B,) bool; peak_gib: (B,) peak per-GPU footprint in GiB (the same for all
         systems of the batch); reasons: one string per system ("" when it fits).
+
+    Raises:
+        InputError: ``pool_of_stage`` names a pool the systems do not have.
     """
+    if pool_of_stage is None:
+        return _check_one_pool(model, parallel, sb)
+    pools = np.array([pool_of_stage(s) if callable(pool_of_stage) else pool_of_stage[s]
+                      for s in range(parallel.pp)], dtype=np.int64)
+    bad = (pools < 0) | (pools >= sb.num_pools)
+    if bad.any():
+        s = int(np.argmax(bad))
+        raise InputError(f"pool_of_stage[{s}]", int(pools[s]),
+                         f"must be a pool index in [0, {sb.num_pools})")
+    fps = [footprint_bytes(model, parallel, s) for s in range(parallel.pp)]
+    need = np.array([fp["total"] for fp in fps], dtype=np.float64)
+    cap = sb.pool_hbm_capacity_bytes[pools]  # (pp, B): each stage's pool capacity
+    fits = np.all(need[:, None] <= cap, axis=0)
+    ratio = need[:, None] / cap
+    worst = np.argmax(ratio, axis=0)  # per system, the stage closest to (or over) its capacity
+    reasons = []
+    for b in range(sb.size):
+        s = int(worst[b])
+        d = int(pools[s])
+        acc = sb.specs[b].devices[d].accelerator
+        name = acc.name if acc is not None else "?"
+        reasons.append("" if fits[b] else (
+            f"out of memory: stage {s} on pool {d} ({name}) needs {need[s] / GIB:.1f} GiB > "
+            f"{cap[s, b] / GIB:.1f} GiB ({_parts(fps[s])})"))
+    return fits, np.full(sb.size, need.max() / GIB), tuple(reasons)
+
+
+def _check_one_pool(
+    model: ModelLike, parallel: ParallelLike, sb: SystemBatch
+) -> tuple[NDArray[np.bool_], NDArray[np.float64], tuple[str, ...]]:
     return check_capacity(*peak_footprint(model, parallel), sb)
 
 
 def check_capacity(stage: int, fp: dict[str, int], sb: SystemBatch
                    ) -> tuple[NDArray[np.bool_], NDArray[np.float64], tuple[str, ...]]:
-    """:func:`check_memory` for the peak footprint ``fp`` (bytes by part, with ``total``) of
-    pipeline stage ``stage``, whatever the workload family."""
+    """:func:`check_memory` on one pool for the peak footprint ``fp`` (bytes by part, with
+    ``total``) of pipeline stage ``stage``, whatever the workload family."""
     peak = np.full(sb.size, fp["total"], dtype=np.float64)
     fits = peak <= sb.hbm_capacity_bytes
-    parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in fp.items() if k != "total" and v > 0)
+    parts = _parts(fp)
     reasons = tuple(
         "" if ok else (f"out of memory: stage {stage} needs {fp['total'] / GIB:.1f} GiB > "
                        f"{cap / GIB:.1f} GiB ({parts})")

@@ -1,8 +1,13 @@
-"""System specs: accelerator, scale-up / scale-out topology dimensions, calibration.
+"""System specs: device pools, topology dimensions, calibration.
 
 A :class:`SystemSpec` describes a cluster of ``num_gpus`` accelerators grouped into nodes of
 ``gpus_per_node`` that share a scale-up fabric (NVLink / NVSwitch: ``scaleup``) and reach other
-nodes over a scale-out fabric (InfiniBand / RoCE: ``scaleout``). Bandwidths are decimal GB/s
+nodes over a scale-out fabric (InfiniBand / RoCE: ``scaleout``). The accelerators form one or
+more :class:`DevicePool` s (accelerator, calibration, count: a pool is a set of identical
+devices, ``SystemSpec.devices``); the fabrics are the topology dimensions ``SystemSpec.dims``
+(``scaleup`` = ``dims[0]``, ``scaleout`` = ``dims[1]``). With ``pools`` empty (every preset in
+``conf/system/``) the cluster is one pool of ``accelerator`` x ``num_gpus``; ``accelerator`` and
+``calibration`` always are pool 0's (a pool that names neither inherits them). Bandwidths are decimal GB/s
 (1e9 bytes/s), **per GPU, one direction**; latencies are per hop in ns. The
 :class:`CalibrationSpec` holds the hardware-level fitted parameters of the calibrated cost
 models (``simcore.hardware``, ``simcore.network.collectives``); ``scripts/fit_calibration.py`` writes
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
-from simcore.errors import require
+from simcore.errors import InputError, require
 from simcore.specs.collective import CollectiveSpec
 from simcore.specs.memory_tier import RemoteMemorySpec
 
@@ -26,7 +31,9 @@ __all__ = [
     "TOPOLOGY_KINDS",
     "AcceleratorSpec",
     "CalibrationSpec",
+    "DevicePool",
     "SystemSpec",
+    "TopologyDim",
     "TopologyDimSpec",
     "system_from_dict",
 ]
@@ -180,6 +187,43 @@ class CalibrationSpec:
                 self.overlap_compute_slowdown, "must be < 1 (fraction of compute lost)")
 
 
+TopologyDim = TopologyDimSpec  # the name the cluster seam uses (one dimension of ``dims``)
+
+
+@dataclass(frozen=True)
+class DevicePool:
+    """A set of identical accelerators inside a cluster (one device type, one calibration).
+
+    Attributes:
+        accelerator: the device; None = pool 0's (``SystemSpec.accelerator``).
+        calibration: its fitted parameters; None = pool 0's (``SystemSpec.calibration``).
+        count: accelerators in the pool, a positive whole number (required); the counts of a
+            cluster's pools sum to ``num_gpus``.
+        gpus_per_node: accelerators per node of this pool; 0 = the cluster's ``gpus_per_node``
+            (a pool is made of whole nodes).
+    """
+
+    accelerator: AcceleratorSpec | None = None
+    calibration: CalibrationSpec | None = None
+    count: int = 0
+    gpus_per_node: int = 0
+
+    def validate(self, prefix: str) -> None:
+        """Check the fields; ``prefix`` is the YAML path (e.g. ``system.pools.1.``)."""
+        require(isinstance(self.count, int) and not isinstance(self.count, bool)
+                and self.count >= 1, prefix + "count", self.count,
+                "must be a positive whole number")
+        require(isinstance(self.gpus_per_node, int) and not isinstance(self.gpus_per_node, bool)
+                and self.gpus_per_node >= 0, prefix + "gpus_per_node", self.gpus_per_node,
+                "must be a whole number >= 0 (0 = system.gpus_per_node)")
+        require(self.accelerator is None or isinstance(self.accelerator, AcceleratorSpec),
+                prefix + "accelerator", self.accelerator, "must be an AcceleratorSpec or None")
+        require(self.calibration is None or isinstance(self.calibration, CalibrationSpec),
+                prefix + "calibration", self.calibration, "must be a CalibrationSpec or None")
+        if self.calibration is not None:
+            self.calibration.validate(prefix + "calibration.")
+
+
 @dataclass(frozen=True)
 class SystemSpec:
     """A cluster: accelerators, scale-up and scale-out fabrics, calibration.
@@ -188,13 +232,18 @@ class SystemSpec:
         name: preset name (e.g. ``dgx_a100_80g``).
         num_gpus: total accelerators.
         gpus_per_node: accelerators per scale-up domain.
-        accelerator: the accelerator model.
-        scaleup: the intra-node fabric (per-GPU bandwidth).
-        scaleout: the inter-node fabric (per-GPU NIC bandwidth).
-        calibration: fitted hardware-level parameters.
+        accelerator: the accelerator model of pool 0 (of every GPU when ``pools`` is empty).
+        scaleup: the intra-node fabric (per-GPU bandwidth); ``dims[0]``.
+        scaleout: the inter-node fabric (per-GPU NIC bandwidth); ``dims[1]``.
+        calibration: fitted hardware-level parameters of pool 0.
         collective: collective algorithm per dimension (filled from the ``collective`` group;
             the default keeps the calibrated NCCL-aware model).
         memory: remote memory tier (filled from the ``memory`` group; default: none).
+        pools: the device pools, in rank order; empty = one pool of ``accelerator`` x
+            ``num_gpus``. Stored normalized: pool 0's accelerator and calibration live in
+            ``accelerator`` / ``calibration`` (its entries are None), and a single pool
+            equivalent to the default is stored as ``()``. Read :attr:`devices` for the
+            resolved pools.
     """
 
     name: str = "dgx_a100_80g"
@@ -208,6 +257,7 @@ class SystemSpec:
     calibration: CalibrationSpec = field(default_factory=CalibrationSpec)
     collective: CollectiveSpec = field(default_factory=CollectiveSpec)
     memory: RemoteMemorySpec = field(default_factory=RemoteMemorySpec)
+    pools: tuple[DevicePool, ...] = ()
 
     def __post_init__(self) -> None:
         p = "system."
@@ -227,6 +277,71 @@ class SystemSpec:
                 self.scaleup.size, f"must be 0 or gpus_per_node={self.gpus_per_node}")
         require(self.scaleout.size in (0, self.num_nodes), p + "scaleout.size",
                 self.scaleout.size, f"must be 0 or num_gpus/gpus_per_node={self.num_nodes}")
+        self._normalize_pools()
+
+    def _normalize_pools(self) -> None:
+        """Validate ``pools`` and store them normalized (see the class docstring)."""
+        pools = self.pools
+        require(isinstance(pools, tuple | list), "system.pools", pools,
+                "must be a list of device pools")
+        if len(pools) == 0:
+            object.__setattr__(self, "pools", ())
+            return
+        for i, pool in enumerate(pools):
+            require(isinstance(pool, DevicePool), f"system.pools.{i}", pool,
+                    "must be a DevicePool (accelerator, calibration, count, gpus_per_node)")
+            pool.validate(f"system.pools.{i}.")
+            per_node = pool.gpus_per_node or self.gpus_per_node
+            require(per_node == self.gpus_per_node, f"system.pools.{i}.gpus_per_node",
+                    pool.gpus_per_node, f"must be 0 or system.gpus_per_node="
+                    f"{self.gpus_per_node} (per-pool node sizes are not modelled yet)")
+            require(self.num_gpus < self.gpus_per_node or pool.count % per_node == 0,
+                    f"system.pools.{i}.count", pool.count,
+                    f"must be a multiple of gpus_per_node={per_node} (a pool is whole nodes)")
+        counts = [pool.count for pool in pools]
+        require(sum(counts) == self.num_gpus, "system.pools", counts,
+                f"pool counts must sum to num_gpus={self.num_gpus}")
+        first = pools[0]
+        if first.accelerator is not None:
+            object.__setattr__(self, "accelerator", first.accelerator)
+        if first.calibration is not None:
+            object.__setattr__(self, "calibration", first.calibration)
+        head = replace(first, accelerator=None, calibration=None, gpus_per_node=0)
+        rest = tuple(_inherit(pool, self) for pool in pools[1:])
+        normalized = () if not rest else (head, *rest)
+        object.__setattr__(self, "pools", normalized)
+
+    @property
+    def devices(self) -> tuple[DevicePool, ...]:
+        """The resolved device pools (at least one; accelerator, calibration, node size set)."""
+        if not self.pools:
+            return (DevicePool(self.accelerator, self.calibration, self.num_gpus,
+                               self.gpus_per_node),)
+        return tuple(DevicePool(
+            self.accelerator if p.accelerator is None else p.accelerator,
+            self.calibration if p.calibration is None else p.calibration,
+            p.count, p.gpus_per_node or self.gpus_per_node) for p in self.pools)
+
+    @property
+    def uniform_devices(self) -> bool:
+        """Whether every pool has pool 0's accelerator and calibration (one device type)."""
+        return all(p.accelerator is None and p.calibration is None for p in self.pools)
+
+    @property
+    def num_pools(self) -> int:
+        """Number of device pools D (1 by default)."""
+        return max(1, len(self.pools))
+
+    @property
+    def pool_structure(self) -> tuple[tuple[int, int], ...]:
+        """(count, gpus_per_node) per pool: the shape of the pools, no hardware numbers (part
+        of the graph structure key)."""
+        return tuple((p.count, p.gpus_per_node) for p in self.devices)
+
+    @property
+    def dims(self) -> tuple[TopologyDimSpec, ...]:
+        """The topology dimensions, innermost first: ``(scaleup, scaleout)``."""
+        return (self.scaleup, self.scaleout)
 
     @property
     def num_nodes(self) -> int:
@@ -234,9 +349,34 @@ class SystemSpec:
         return max(1, self.num_gpus // self.gpus_per_node)
 
     def with_num_gpus(self, num_gpus: int) -> SystemSpec:
-        """A copy with ``num_gpus`` replaced (derived sizes follow)."""
+        """A copy with ``num_gpus`` replaced (derived sizes follow; explicit pool counts do
+        not, so a multi-pool cluster must be given counts that sum to the new total)."""
         return replace(self, num_gpus=num_gpus,
                        scaleout=replace(self.scaleout, size=0))
+
+
+def _inherit(pool: DevicePool, system: SystemSpec) -> DevicePool:
+    """``pool`` with the fields equal to pool 0's (the system's) set to None (= inherit)."""
+    acc = None if pool.accelerator == system.accelerator else pool.accelerator
+    cal = None if pool.calibration == system.calibration else pool.calibration
+    return replace(pool, accelerator=acc, calibration=cal,
+                   gpus_per_node=0 if pool.gpus_per_node == system.gpus_per_node
+                   else pool.gpus_per_node)
+
+
+def _build_pools(data: object, prefix: str) -> tuple[DevicePool, ...]:
+    require(isinstance(data, list | tuple), prefix.rstrip("."), data,
+            "must be a list of device pools")
+    assert isinstance(data, list | tuple)
+    out = []
+    for i, item in enumerate(data):
+        if isinstance(item, DevicePool):
+            out.append(item)
+            continue
+        pool = _build(DevicePool, item, f"{prefix}{i}.")
+        assert isinstance(pool, DevicePool)
+        out.append(pool)
+    return tuple(out)
 
 
 def _build(cls: type, data: object, prefix: str) -> object:
@@ -248,7 +388,12 @@ def _build(cls: type, data: object, prefix: str) -> object:
         require(key in known, prefix + str(key), value,
                 f"unknown key (known: {', '.join(known)})")
         nested = _NESTED.get((cls, key))
-        kwargs[key] = _build(nested, value, f"{prefix}{key}.") if nested else value
+        if cls is SystemSpec and key == "pools":
+            kwargs[key] = _build_pools(value, f"{prefix}{key}.")
+        elif nested and not (cls is DevicePool and value is None):
+            kwargs[key] = _build(nested, value, f"{prefix}{key}.")
+        else:
+            kwargs[key] = value
     if cls is TopologyDimSpec:
         spec = TopologyDimSpec(**kwargs)  # type: ignore[arg-type]
         spec.validate(prefix)
@@ -257,6 +402,11 @@ def _build(cls: type, data: object, prefix: str) -> object:
         calib = CalibrationSpec(**kwargs)  # type: ignore[arg-type]
         calib.validate(prefix)
         return calib
+    if cls is AcceleratorSpec and prefix != "system.accelerator.":
+        try:  # AcceleratorSpec names its keys system.accelerator.*; a pool's live elsewhere
+            return AcceleratorSpec(**kwargs)  # type: ignore[arg-type]
+        except InputError as err:
+            raise InputError(prefix + err.key.rpartition(".")[2], err.value, err.rule) from None
     return cls(**kwargs)
 
 
@@ -267,6 +417,8 @@ _NESTED: dict[tuple[type, str], type] = {
     (SystemSpec, "calibration"): CalibrationSpec,
     (SystemSpec, "collective"): CollectiveSpec,
     (SystemSpec, "memory"): RemoteMemorySpec,
+    (DevicePool, "accelerator"): AcceleratorSpec,
+    (DevicePool, "calibration"): CalibrationSpec,
 }
 
 
