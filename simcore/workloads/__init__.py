@@ -9,6 +9,8 @@ from __future__ import annotations
 from simcore.errors import InputError
 from simcore.workloads._base import Workload, WorkloadFamily
 from simcore.workloads.cnn.family import ResNetFamily
+from simcore.workloads.recsys.family import DLRMFamily
+from simcore.workloads.rnn.family import GNMTFamily
 from simcore.workloads.transformer.family import TransformerFamily
 
 __all__ = ["REGISTRY", "Workload", "WorkloadFamily", "family_of", "get_family"]
@@ -17,6 +19,8 @@ __all__ = ["REGISTRY", "Workload", "WorkloadFamily", "family_of", "get_family"]
 REGISTRY: dict[str, WorkloadFamily] = {
     "transformer": TransformerFamily(),
     "resnet": ResNetFamily(),
+    "gnmt": GNMTFamily(),
+    "dlrm": DLRMFamily(),
 }
 
 
