@@ -11,7 +11,7 @@ top MLP's input), a top MLP ending in one logit. Linear layers have a bias.
 
 Parallelism (the paper's §4, "model parallelism for the embeddings, data parallelism for the
 MLPs"): tables are placed whole (table-wise) on the ``parallel.ep`` ranks of an expert-parallel
-group (``num_tables / ep`` per rank; ``ep = dp`` shards them over every rank, smaller ``ep``
+group (``ceil(num_tables / ep)`` on the most loaded rank, whose pace the all-to-all imposes; ``ep = dp`` shards them over every rank, smaller ``ep``
 replicates each shard ``dp / ep`` times). Forward: each rank looks up its tables for the
 ``ep x micro_batch`` samples of its group (a memory-bound gather of ``pooling_factor`` rows per
 lookup, fp32 tables), then an all-to-all over the group gives every rank its samples' vectors
@@ -146,10 +146,10 @@ class DLRMFamily:
         why = dp_only_reason(parallel, allow_ep=True)
         if why is not None:
             return why
-        if spec.num_tables % parallel.ep:
+        if spec.num_tables < parallel.ep:
             return str(InputError("workload.num_tables", spec.num_tables,
-                                  f"must be divisible by parallel.ep={parallel.ep} (tables are "
-                                  "placed whole, evenly)"))
+                                  f"must be >= parallel.ep={parallel.ep} (every rank of a group "
+                                  "holds a whole table)"))
         largest = max(p.accelerator.hbm_capacity_gib for p in cluster.devices if p.accelerator)
         gib = spec.table_bytes() / 2**30
         if gib > largest:
@@ -171,7 +171,7 @@ class DLRMFamily:
         """Local tables, MLP state and the activations kept for backward."""
         b, e = parallel.micro_batch, ELEMENT_BYTES[parallel.precision]
         out = model_state_bytes(spec.mlp_params(), parallel.precision, 0.0)
-        out["embeddings"] = spec.num_tables // parallel.ep * spec.table_bytes()
+        out["embeddings"] = -(-spec.num_tables // parallel.ep) * spec.table_bytes()
         n = spec.num_tables + 1
         widths = sum(o for _, o in spec.mlp_shapes()) + spec.dense_features
         act = b * (widths * e + n * spec.embedding_dim * 4.0 * 2 + n * n * e)
@@ -218,7 +218,7 @@ def _layers(spec: DLRMSpec, par: ParallelSpec, ops: OpTable, ep: int, ep_per_nod
     b, e, d = par.micro_batch, ELEMENT_BYTES[par.precision], spec.embedding_dim
     shapes = spec.mlp_shapes()
     n_bottom = len(spec.bottom_mlp)
-    local = spec.num_tables // par.ep
+    local = -(-spec.num_tables // par.ep)  # the most loaded rank sets the pace
     lookups = ep * b * local  # pooled vectors this rank produces
     gather = lookups * (spec.pooling_factor * d * _TABLE_BYTES + d * _TABLE_BYTES + 8.0 * spec.pooling_factor)
     look_f = ops.template("embedding_lookup", [(ops.kernel("mem", gather), 1.0)])
