@@ -260,9 +260,26 @@ def _valid_keys(group: str, key: str) -> str:
     return ", ".join(str(k) for k in sub) if isinstance(sub, DictConfig) else "?"
 
 
+def _family_schema(node: Any) -> type | None:
+    """The schema of ``workload`` when ``workload.family`` names a non-transformer family (its
+    spec's fields plus ``family``), else None."""
+    name = node.get("family") if hasattr(node, "get") else None
+    if not isinstance(name, str) or name == "transformer":
+        return None
+    from simcore.workloads import get_family
+
+    spec = get_family(name).spec_type
+    if spec not in _MIRRORS:
+        _MIRRORS[spec] = dataclasses.make_dataclass(
+            f"{spec.__name__}Family", [("family", str, field(default=name))], bases=(mirror(spec),))
+    return _MIRRORS[spec]
+
+
 def validate_value(group: str, node: Any) -> None:
     """Check one group's content against its schema; raise InputError on the first problem."""
     schema = group_schemas().get(group)
+    if group == "workload":
+        schema = _family_schema(node) or schema
     if schema is None:
         return
     try:

@@ -3,7 +3,9 @@
 Template durations from the calibrated kernel models (GEMM, attention, memory-bound passes,
 the NCCL-aware collective and point-to-point models: :func:`simcore.engine.evaluate.
 template_durations`), one in-order stream per communication kind (the generated graph as is),
-and compute slowed down beside communication (:mod:`simcore.fidelity.overlap`; Echo §3.4, ACE).
+and compute slowed down beside communication (:mod:`simcore.fidelity.overlap`; Echo §3.4, ACE),
+or, with ``system.endpoint.collective_engine`` other than ``nccl``, the endpoint contention model
+(:mod:`simcore.fidelity.contention`: SMs and HBM taken by collectives, or the ACE offload engine).
 Every feature is modelled, the remote memory tier included.
 """
 
@@ -11,8 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from simcore.engine.evaluate import CompiledWorkload, template_durations
 from simcore.fidelity._base import FloatArray
+from simcore.fidelity.contention import collective_stretch, compute_slowdown
 from simcore.fidelity.overlap import overlap_slowdown
 from simcore.hardware.batch import SystemBatch
 from simcore.specs.parallel import ParallelSpec
@@ -33,12 +38,16 @@ class CalibratedFidelity:
 
     def durations(self, cw: CompiledWorkload, sb: SystemBatch, systems: Sequence[SystemSpec],
                   parallel: ParallelSpec) -> FloatArray:
-        """(U, B) calibrated template seconds."""
-        return template_durations(cw, sb, parallel.precision)
+        """(U, B) calibrated template seconds; collectives slowed by their endpoint
+        (:mod:`simcore.fidelity.contention`; unchanged with the default ``nccl`` engine)."""
+        return collective_stretch(cw, template_durations(cw, sb, parallel.precision), sb)
 
     def overlap_slowdown(self, sb: SystemBatch) -> FloatArray:
-        """(B,) compute-bound slowdown beside a collective, minus one."""
-        return overlap_slowdown(sb)[0] - 1.0
+        """(B,) compute slowdown beside a collective, minus one: the fitted one (``nccl``
+        engine) or the endpoint contention model."""
+        fitted = overlap_slowdown(sb)[0] - 1.0
+        nccl = np.array([s.endpoint.collective_engine == "nccl" for s in sb.specs])
+        return fitted if nccl.all() else np.where(nccl, fitted, compute_slowdown(sb))
 
     def supports(self, feature: str) -> str | None:
         """Every feature."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from simcore.errors import InputError, require
 from simcore.specs.collective import CollectiveSpec
+from simcore.specs.endpoint import EndpointSpec
 from simcore.specs.memory_tier import RemoteMemorySpec
 
 __all__ = [
@@ -239,6 +240,8 @@ class SystemSpec:
         collective: collective algorithm per dimension (filled from the ``collective`` group;
             the default keeps the calibrated NCCL-aware model).
         memory: remote memory tier (filled from the ``memory`` group; default: none).
+        endpoint: where collectives run and what they take from compute
+            (:mod:`simcore.specs.endpoint`; default ``nccl``: the fitted overlap slowdown).
         pools: the device pools, in rank order; empty = one pool of ``accelerator`` x
             ``num_gpus``. Stored normalized: pool 0's accelerator and calibration live in
             ``accelerator`` / ``calibration`` (its entries are None), and a single pool
@@ -258,6 +261,7 @@ class SystemSpec:
     collective: CollectiveSpec = field(default_factory=CollectiveSpec)
     memory: RemoteMemorySpec = field(default_factory=RemoteMemorySpec)
     pools: tuple[DevicePool, ...] = ()
+    endpoint: EndpointSpec = field(default_factory=EndpointSpec)
 
     def __post_init__(self) -> None:
         p = "system."
@@ -417,6 +421,7 @@ _NESTED: dict[tuple[type, str], type] = {
     (SystemSpec, "calibration"): CalibrationSpec,
     (SystemSpec, "collective"): CollectiveSpec,
     (SystemSpec, "memory"): RemoteMemorySpec,
+    (SystemSpec, "endpoint"): EndpointSpec,
     (DevicePool, "accelerator"): AcceleratorSpec,
     (DevicePool, "calibration"): CalibrationSpec,
 }

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from simcore.errors import InputError
 from simcore.workloads._base import Workload, WorkloadFamily
+from simcore.workloads.cnn.family import ResNetFamily
+from simcore.workloads.recsys.family import DLRMFamily
+from simcore.workloads.rnn.family import GNMTFamily
 from simcore.workloads.transformer.family import TransformerFamily
 
 __all__ = ["REGISTRY", "Workload", "WorkloadFamily", "family_of", "get_family"]
@@ -15,6 +18,9 @@ __all__ = ["REGISTRY", "Workload", "WorkloadFamily", "family_of", "get_family"]
 #: family name -> family (the config key ``workload.family``)
 REGISTRY: dict[str, WorkloadFamily] = {
     "transformer": TransformerFamily(),
+    "resnet": ResNetFamily(),
+    "gnmt": GNMTFamily(),
+    "dlrm": DLRMFamily(),
 }
 
 

@@ -31,6 +31,12 @@ def _system(out_GBps: float = 25.0, tflops: float = 312.0) -> SystemSpec:
                       scaleout=TopologyDimSpec(bandwidth_GBps=out_GBps, latency_ns=5000.0))
 
 
+def _plan(family: WorkloadFamily) -> ParallelSpec:
+    """The family's own tiny plan (data-parallel families), else tp = pp = 2."""
+    tiny = getattr(family, "tiny_plan", None)
+    return tiny() if tiny is not None else PLAN
+
+
 @pytest.fixture(params=FAMILIES)
 def family(request: pytest.FixtureRequest) -> WorkloadFamily:
     return REGISTRY[request.param]
@@ -46,7 +52,7 @@ def test_registry_entries_satisfy_the_protocol(family: WorkloadFamily) -> None:
 
 def test_tiny_spec_builds_a_valid_dag(family: WorkloadFamily) -> None:
     spec, system = family.tiny_spec(), _system()
-    par, reason = check_structure(spec, PLAN, system)
+    par, reason = check_structure(spec, _plan(family), system)
     assert par is not None, reason
     w = family.build(spec, par, system.gpus_per_node)
     g = w.graph
@@ -69,21 +75,22 @@ def test_tiny_spec_builds_a_valid_dag(family: WorkloadFamily) -> None:
 def test_a_batch_equals_single_point_runs(family: WorkloadFamily) -> None:
     spec = family.tiny_spec()
     systems = [_system(bw, tf) for bw, tf in [(12.5, 312.0), (25.0, 500.0), (100.0, 989.0)]]
-    batch = simulate_batch(spec, PLAN, systems)
+    plan = _plan(family)
+    batch = simulate_batch(spec, plan, systems)
     assert batch.feasible.all(), batch.reason
     assert len(set(batch.iteration_time_s.tolist())) == 3
     for j, s in enumerate(systems):
-        single = simulate_batch(spec, PLAN, [s])
+        single = simulate_batch(spec, plan, [s])
         for name in METRICS:
             np.testing.assert_allclose(getattr(batch, name)[j], getattr(single, name)[0],
-                                       rtol=1e-12, err_msg=name)
+                                       rtol=1e-12, atol=1e-15, err_msg=name)
 
 
 def test_footprint_is_monotone_in_the_micro_batch(family: WorkloadFamily) -> None:
     spec, system = family.tiny_spec(), _system()
     previous: list[int] | None = None
     for mb in (1, 2, 4):
-        par, reason = check_structure(spec, replace(PLAN, micro_batch=mb, global_batch=16), system)
+        par, reason = check_structure(spec, replace(_plan(family), micro_batch=mb, global_batch=32), system)
         assert par is not None, reason
         totals = [family.footprint(spec, par, s)["total"] for s in range(par.pp)]
         assert family.peak_footprint(spec, par)[1]["total"] == max(totals)

@@ -1,0 +1,65 @@
+"""Where collectives run at the endpoint: :class:`EndpointSpec` (``system.endpoint``).
+
+Engines (ACE, Rashidi et al., ISCA 2021; reference/methods-hap-ace-echo.md §2):
+
+* ``nccl`` (default): the fitted overlap slowdown of the calibrated model, unchanged.
+* ``endpoint``: collectives run on the accelerator, as NCCL does: they hold ``comm_sm_fraction``
+  of the SMs (NCCL channels are thread blocks; ACE's CommOpt / CompOpt baselines are a large /
+  small fraction) and move HBM bytes for every network byte: a reduce-scatter step DMA-writes the
+  received chunk, reads it and the local chunk and writes the sum (``hbm_bytes_per_reduce_byte``,
+  5 unfused, 3 fused), an all-gather step reads what it sends and writes what it receives
+  (``hbm_bytes_per_gather_byte``, 2); ACE §2.3(a).
+* ``ace``: an offload engine next to the network interface with its own SRAM buffer and ALUs:
+  no SMs, HBM only for one read and one write of the payload; the collective runs at
+  ``min(network, ace_alu_GBps, ace_link_GBps)``.
+* ``ideal``: collectives consume no endpoint resource (ACE's ideal bound).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.errors import require
+
+__all__ = ["ENGINES", "EndpointSpec"]
+
+ENGINES = ("nccl", "endpoint", "ace", "ideal")
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """Endpoint resources of collectives (all sweepable, ``system.endpoint.<key>``).
+
+    Attributes:
+        collective_engine: one of :data:`ENGINES`.
+        comm_sm_fraction: fraction of SMs a running collective holds (``endpoint``); NCCL on
+            A100 runs up to 32 channels = 32 of 108 SMs with NVLink (NCCL ``NCCL_MAX_NCHANNELS``).
+        comm_hbm_share: most of the HBM bandwidth a collective gets while compute runs beside it.
+        hbm_bytes_per_reduce_byte: HBM bytes per network byte of a reducing step (ACE §2.3: 3-5).
+        hbm_bytes_per_gather_byte: HBM bytes per network byte of a copying step (ACE §2.3: 2).
+        ace_sram_mib: ACE's buffer, MiB (a collective is pipelined through it in chunks).
+        ace_alu_GBps: ACE's reduction throughput, GB/s.
+        ace_link_GBps: ACE's port to the network interface, GB/s.
+    """
+
+    collective_engine: str = "nccl"
+    comm_sm_fraction: float = 0.15
+    comm_hbm_share: float = 0.5
+    hbm_bytes_per_reduce_byte: float = 5.0
+    hbm_bytes_per_gather_byte: float = 2.0
+    ace_sram_mib: float = 4.0
+    ace_alu_GBps: float = 1000.0
+    ace_link_GBps: float = 1000.0
+
+    def __post_init__(self) -> None:
+        p = "system.endpoint."
+        require(self.collective_engine in ENGINES, p + "collective_engine",
+                self.collective_engine, f"must be one of {', '.join(ENGINES)}")
+        require(0 <= self.comm_sm_fraction < 1, p + "comm_sm_fraction", self.comm_sm_fraction,
+                "must be a fraction in [0, 1)")
+        require(0 < self.comm_hbm_share <= 1, p + "comm_hbm_share", self.comm_hbm_share,
+                "must be a fraction in (0, 1]")
+        for key in ("hbm_bytes_per_reduce_byte", "hbm_bytes_per_gather_byte", "ace_sram_mib",
+                    "ace_alu_GBps", "ace_link_GBps"):
+            value = getattr(self, key)
+            require(isinstance(value, int | float) and value > 0, p + key, value, "must be > 0")
