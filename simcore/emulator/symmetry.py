@@ -44,7 +44,6 @@ class _View:
     node_group: NDArray[np.int64]  # per node: communicator group id (0 = all NPUs / none)
     coll_groups: NDArray[np.int64]  # per collective node, in file order: its group id
     peers: NDArray[np.int64]  # per send/recv node, in file order: the peer NPU
-    quick: tuple[int, ...]
 
 
 def _group_table(names: Sequence[str]) -> NDArray[np.int64]:
@@ -63,8 +62,7 @@ def _program_view(program: RankProgram) -> _View:
                                 np.array([repr(program.involved_dim)], dtype=object)]
     cols += [program.ints[name] for name in sorted(program.ints) if name not in ("comm_src", "comm_dst")]
     return _View(cols, node_group, node_group[program.types == NodeType.COLL],
-                 _peer_column(program.types, program.attr("comm_src"), program.attr("comm_dst")),
-                 (program.num_nodes, int(program.duration_us.sum()), int(program.parents.sum())))
+                 _peer_column(program.types, program.attr("comm_src"), program.attr("comm_dst")))
 
 
 def _trace_view(trace: EtTrace) -> _View:
@@ -80,8 +78,7 @@ def _trace_view(trace: EtTrace) -> _View:
         cols += list(trace.lists[name])
     src = np.where(trace.int_attr("comm_src")[1], trace.int_attr("comm_src")[0], -1)
     dst = np.where(trace.int_attr("comm_dst")[1], trace.int_attr("comm_dst")[0], -1)
-    return _View(cols, node_group, node_group[trace.types == NodeType.COLL], _peer_column(trace.types, src, dst),
-                 (trace.num_nodes, int(trace.duration_micros.sum()), int(trace.data_deps.sum())))
+    return _View(cols, node_group, node_group[trace.types == NodeType.COLL], _peer_column(trace.types, src, dst))
 
 
 def _views(programs: Sequence[RankProgram]) -> list[_View]:
@@ -92,24 +89,40 @@ def _views(programs: Sequence[RankProgram]) -> list[_View]:
     return [_program_view(p) for p in programs]
 
 
+def _digest(cols: list[NDArray[Any]]) -> bytes:
+    """A canonical hash of a rank's peer-blind columns (dtype, shape and content of each)."""
+    h = hashlib.blake2b(digest_size=16)
+    for col in cols:
+        h.update(f"{col.dtype.str}{col.shape}".encode())
+        h.update(repr(col.tolist()).encode() if col.dtype == object else np.ascontiguousarray(col).tobytes())
+    return h.digest()
+
+
 def _base_colors(views: list[_View], sizes: dict[int, int]) -> NDArray[np.int64]:
-    """Colour = class of ranks whose peer-blind columns are equal (checked element by element)."""
+    """Colour = class of ranks whose peer-blind columns are equal.
+
+    Ranks are bucketed by a hash of their columns (one pass, no pairwise comparison); each rank is
+    then checked element by element against its bucket's first rank, so a hash collision can only
+    split a class, never merge two.
+    """
     table = np.full(max(max(sizes), max(int(v.node_group.max(initial=0)) for v in views)) + 1, -1, dtype=np.int64)
     for gid, size in sizes.items():
         table[gid] = size
-    reps: dict[tuple[int, ...], list[tuple[int, list[NDArray[Any]]]]] = {}
+    first: dict[bytes, tuple[int, list[NDArray[Any]]]] = {}
     color = np.zeros(len(views), dtype=np.int64)
     count = 0
     for r, view in enumerate(views):
         cols = [*view.columns, table[view.node_group]]
-        for c, other in reps.get(view.quick, []):
-            if all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(cols, other, strict=True)):
-                color[r] = c
-                break
-        else:
-            reps.setdefault(view.quick, []).append((count, cols))
-            color[r] = count
-            count += 1
+        key = _digest(cols)
+        found = first.get(key)
+        if found is not None and all(a.shape == b.shape and np.array_equal(a, b)
+                                     for a, b in zip(cols, found[1], strict=True)):
+            color[r] = found[0]
+            continue
+        if found is None:
+            first[key] = (count, cols)
+        color[r] = count
+        count += 1
     return color
 
 
@@ -168,7 +181,7 @@ def representatives(programs: Sequence[RankProgram], groups: CommGroupsSpec, top
         m = ring[g]
         nxt, prv = _diff_dims(topology, m, np.roll(m, -1)), _diff_dims(topology, np.roll(m, 1), m)
         edge[g] = dict(zip(m.tolist(), (nxt * 64 + prv).tolist(), strict=True))
-    peer_dims = [_diff_dims(topology, np.int64(r), peers[r]) for r in range(n)]
+    peer_dims = [_diff_dims(topology, np.full_like(peers[r], r), peers[r]) for r in range(n)]
     own_edges = []
     for r in range(n):
         codes = np.zeros(len(gids[r]), dtype=np.int64)
