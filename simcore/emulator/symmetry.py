@@ -21,6 +21,7 @@ Otherwise every rank is simulated. Nothing here looks at expected results.
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,13 +90,13 @@ def _views(programs: Sequence[RankProgram]) -> list[_View]:
     return [_program_view(p) for p in programs]
 
 
-def _digest(cols: list[NDArray[Any]]) -> bytes:
-    """A canonical hash of a rank's peer-blind columns (dtype, shape and content of each)."""
-    h = hashlib.blake2b(digest_size=16)
+def _digest(cols: list[NDArray[Any]]) -> tuple[Any, ...]:
+    """A bucketing key of a rank's peer-blind columns: dtypes, shapes and a CRC-32 of the content."""
+    crc = 0
     for col in cols:
-        h.update(f"{col.dtype.str}{col.shape}".encode())
-        h.update(repr(col.tolist()).encode() if col.dtype == object else np.ascontiguousarray(col).tobytes())
-    return h.digest()
+        data = repr(col.tolist()).encode() if col.dtype == object else np.ascontiguousarray(col).tobytes()
+        crc = zlib.crc32(data, crc)
+    return (crc, *((c.dtype.str, c.shape) for c in cols))
 
 
 def _base_colors(views: list[_View], sizes: dict[int, int]) -> NDArray[np.int64]:
@@ -108,7 +109,7 @@ def _base_colors(views: list[_View], sizes: dict[int, int]) -> NDArray[np.int64]
     table = np.full(max(max(sizes), max(int(v.node_group.max(initial=0)) for v in views)) + 1, -1, dtype=np.int64)
     for gid, size in sizes.items():
         table[gid] = size
-    first: dict[bytes, tuple[int, list[NDArray[Any]]]] = {}
+    first: dict[tuple[Any, ...], tuple[int, list[NDArray[Any]]]] = {}
     color = np.zeros(len(views), dtype=np.int64)
     count = 0
     for r, view in enumerate(views):
