@@ -105,10 +105,16 @@ def _export(args: argparse.Namespace) -> int:
     sysjson, net = _astra_configs(system)
     Path(f"{out}.system.json").write_text(json.dumps(sysjson, indent=1) + "\n")
     Path(f"{out}.network.yml").write_text(net)
+    Path(f"{out}.remote_memory.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n")
     nodes = sum(t.num_nodes for t in traces.values())
     print(f"wrote {len(paths)} ET files ({nodes} nodes) {out}.<rank>.et, {len(groups)} comm groups; "
           f"run: simsweep astra --workload {out} --system {out}.system.json "
-          f"--network {out}.network.yml --comm-group {out}.comm_groups.json")
+          f"--network {out}.network.yml --remote-memory {out}.remote_memory.json "
+          f"--comm-group {out}.comm_groups.json\n"
+          f"or ASTRA-sim: AstraSim_Analytical_Congestion_Unaware --workload-configuration={out} "
+          f"--system-configuration={out}.system.json --network-configuration={out}.network.yml "
+          f"--remote-memory-configuration={out}.remote_memory.json "
+          f"--comm-group-configuration={out}.comm_groups.json")
     return 0
 
 
