@@ -37,14 +37,12 @@ def _run(folder: Path, backend: str, system: str, network: str) -> dict[int, tup
     return {r.npu: (r.finish_ns, r.exposed_comm_ns) for r in results}
 
 
-@pytest.mark.slow
 def test_sp_export_runs_to_completion_and_matches_astra_sim() -> None:
     folder = INPUTS / "gpt3_175b_64npu_sp_export"
     got = _run(folder, "unaware", "system.json", "network.yml")
     assert got == _expected(folder / "expected_unaware.csv")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("backend", "system", "network", "expected"), [
     ("unaware", "system.json", "network.yml", "expected_unaware.csv"),
     ("aware", "system_1d.json", "network_1d.yml", "expected_aware_1d.csv"),
