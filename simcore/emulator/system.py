@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SystemLayer"]
 
+_LANES: dict[tuple[Any, ...], list[list[Step]]] = {}  # lanes_for by (algorithm, ..., chunk parity)
 _GROUP_STRIDE = 1 << 20  # stream tag = per-group stream index * stride + the group's tag
 
 
@@ -169,8 +170,10 @@ class SystemLayer:
             program = self.ctx.load_custom(phase.custom, pos)
             CustomRun(self, program, phase.members, stream.tag, lambda: self._advance(stream)).start()
             return
-        lanes = lanes_for(phase.algorithm, phase.window, phase.comm, len(phase.members), pos, phase.size,
-                          stream.chunk)
+        key = (phase.algorithm, phase.window, phase.comm, len(phase.members), pos, phase.size, stream.chunk % 2)
+        lanes = _LANES.get(key)
+        if lanes is None:  # steps are immutable: one list per distinct phase shape is shared
+            lanes = _LANES[key] = lanes_for(*key)
         run = _PhaseRun(stream, phase, lanes)
         for lane in range(len(lanes)):
             self.ctx.events.after(phase.transfer_delay_ns, self._step, (run, lane, 0))
