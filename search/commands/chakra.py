@@ -83,10 +83,17 @@ def _export(args: argparse.Namespace) -> int:
     write_comm_groups(f"{out}.comm_groups.json", groups)
     Path(f"{out}.system.json").write_text(json.dumps(system_json(system), indent=1) + "\n")
     Path(f"{out}.network.yml").write_text(network_yaml(system))
+    Path(f"{out}.remote_memory.json").write_text(
+        json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n")
     nodes = sum(t.num_nodes for t in traces.values())
     print(f"wrote {len(paths)} ET files ({nodes} nodes) {out}.<rank>.et, {len(groups)} comm groups; "
           f"run: simsweep astra --workload {out} --system {out}.system.json "
-          f"--network {out}.network.yml --comm-group {out}.comm_groups.json")
+          f"--network {out}.network.yml --remote-memory {out}.remote_memory.json "
+          f"--comm-group {out}.comm_groups.json\n"
+          f"or ASTRA-sim: AstraSim_Analytical_Congestion_Unaware --workload-configuration={out} "
+          f"--system-configuration={out}.system.json --network-configuration={out}.network.yml "
+          f"--remote-memory-configuration={out}.remote_memory.json "
+          f"--comm-group-configuration={out}.comm_groups.json")
     return 0
 
 

@@ -35,6 +35,14 @@ class AstraContext:
     memory_free_at_ns: dict[int, int] = field(default_factory=dict)
     custom_programs: dict[tuple[str, int], RankProgram] = field(default_factory=dict)
     custom_loader: Callable[[str, int], RankProgram] | None = None
+    group_tags: dict[tuple[int, ...] | None, int] = field(default_factory=lambda: {None: 0})
+
+    def group_tag(self, members: tuple[int, ...] | None) -> int:
+        """A small id for a communicator group (by its members; None = all NPUs), the same on every NPU."""
+        tag = self.group_tags.get(members)
+        if tag is None:
+            tag = self.group_tags[members] = len(self.group_tags)
+        return tag
 
     def load_custom(self, prefix: str, pos: int) -> RankProgram:
         """Rank ``pos``'s graph of the custom algorithm ``prefix`` (``<prefix>.<pos>.et``), cached."""

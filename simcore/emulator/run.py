@@ -41,16 +41,34 @@ class NpuResult:
     exposed_comm_ns: int
 
 
-class _IsolatedCollectives:
-    """Collective durations simulated once in isolation and reused (unaware, folded runs)."""
+def _self_folded(ctx: AstraContext, npu: int, group: tuple[int, ...] | None, cache: dict[Any, bool]) -> bool:
+    """Whether every member of ``group`` (None = all NPUs) folds onto ``npu``."""
+    found = cache.get(group)
+    if found is None:
+        members = range(ctx.topology.npus) if group is None else group
+        found = cache[group] = all(ctx.rep[m] == npu for m in members)
+    return found
 
-    def __init__(self, ctx: AstraContext, npu: int) -> None:
+
+class _IsolatedCollectives:
+    """Collective durations simulated once in isolation and reused (unaware, folded runs).
+
+    Only for a collective whose group folds onto this representative; a group whose members are
+    of different classes (each simulated) runs step by step in the shared run.
+    """
+
+    def __init__(self, ctx: AstraContext, npu: int, system: SystemLayer) -> None:
         self.ctx = ctx
         self.npu = npu
+        self.system = system
         self.cache: dict[tuple[Any, ...], int] = {}
+        self.folded: dict[Any, bool] = {}
 
     def __call__(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
                  priority: int, on_done: Callable[[Any], None], arg: Any) -> None:
+        if not _self_folded(self.ctx, self.npu, group, self.folded):
+            self.system.generate(comm, size, group, involved, priority, on_done, arg)
+            return
         key = (comm, size, group, involved)
         duration = self.cache.get(key)
         if duration is None:
@@ -61,6 +79,20 @@ class _IsolatedCollectives:
             duration = alone.events.run()
             self.cache[key] = duration
         self.ctx.events.after(duration, on_done, arg)
+
+
+def _mixed_to_layer(ctx: AstraContext, npu: int, layer: SystemLayer, isolated: Callable[..., None]
+                    ) -> Callable[..., None]:
+    """``isolated`` for collectives whose group folds onto ``npu``, the system layer otherwise."""
+    cache: dict[Any, bool] = {}
+
+    def handler(comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
+                priority: int, on_done: Callable[[Any], None], arg: Any) -> None:
+        if _self_folded(ctx, npu, group, cache):
+            isolated(comm, size, group, involved, priority, on_done, arg)
+        else:
+            layer.generate(comm, size, group, involved, priority, on_done, arg)
+    return handler
 
 
 def _noop(_: Any) -> None:
@@ -112,11 +144,12 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
         fast_aware = FoldedSwitchCollectives(ctx, switch)
     ranks = {}
     for npu in sorted(set(rep)):
-        rank = WorkloadRank(npu, programs[npu], ctx, SystemLayer(npu, ctx))
+        layer = SystemLayer(npu, ctx)
+        rank = WorkloadRank(npu, programs[npu], ctx, layer)
         if isolated and backend == "unaware":
-            rank.collective_handler = _IsolatedCollectives(ctx, npu)
+            rank.collective_handler = _IsolatedCollectives(ctx, npu, layer)
         elif fast_aware is not None:
-            rank.collective_handler = fast_aware.handler(npu)
+            rank.collective_handler = _mixed_to_layer(ctx, npu, layer, fast_aware.handler(npu))
         ranks[npu] = rank
     for rank in ranks.values():
         rank.start()

@@ -9,15 +9,18 @@ Model (reference §1.2-§1.3; ``Sys.cc``, ``SchedulerUnit``, ``StreamBaseline``,
   dimension, the CLI default); when a stream finishes a phase it moves to the next phase's queue
   (``proceed_to_next_vnet_baseline``) and the freed slot starts the next waiting stream;
 - a phase runs the algorithm's lanes of steps (:mod:`simcore.network.collectives`): messages are
-  tagged with the stream id and matched per ``(tag, src, dst, size)``; sends from one NPU to the
-  same ``(dst, tag)`` go one at a time, the next after the previous one arrived (``Sys::sim_send``
-  pending sends);
+  tagged with the stream id and matched per ``(tag, src, dst, size)`` (FIFO per key); a send is
+  injected at once (several may be in flight to the same peer with the same tag);
+- stream ids are counted per communicator group on each NPU (the k-th stream an NPU creates for a
+  group has the same id on every member), so the members of a group whose programs differ
+  elsewhere (the tied-embedding all-reduce between the first and the last pipeline stage) still
+  match: ASTRA-sim runs such traces to completion with the exchange costed (the reference
+  ``gpt3_175b_64npu_sp_export``), which a per-NPU stream counter would deadlock;
 - the collective completes when all its streams have finished their last phase.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +33,9 @@ if TYPE_CHECKING:
     from simcore.emulator.context import AstraContext
 
 __all__ = ["SystemLayer"]
+
+_LANES: dict[tuple[Any, ...], list[list[Step]]] = {}  # lanes by (algorithm, ..., chunk parity)
+_GROUP_STRIDE = 1 << 20  # stream tag = per-group stream index * stride + the group's tag
 
 
 class _Collective:
@@ -74,12 +80,11 @@ class SystemLayer:
         self.npu = npu
         self.ctx = ctx
         self.spec = ctx.system
-        self._stream_counter = 0
         self._priority_counter = 0
         self._queues: dict[int, list[_Stream]] = {}
         self._running: dict[int, int] = {}
         self._threshold = self.spec.active_chunks_per_dimension  # one queue per dimension
-        self._send_busy: dict[tuple[int, int], deque[tuple[int, int]]] = {}
+        self._group_streams: dict[tuple[int, ...] | None, int] = {}  # streams created per group
 
     # ----------------------------------------------------------------- collectives
     def generate(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
@@ -111,9 +116,13 @@ class SystemLayer:
         else:
             priority = explicit_priority
         coll = _Collective(len(plans), on_done, arg)
+        rep = self.ctx.rep  # a folded run tags by the representatives' group (the same on each end)
+        key = tuple(rep[m] for m in group) if group is not None and len(group) < self.ctx.topology.npus else None
+        base = self._group_streams.get(key, 0)
+        self._group_streams[key] = base + len(plans)
+        gid = self.ctx.group_tag(key)
         for k, phases in enumerate(plans):
-            stream = _Stream(self._stream_counter, priority, phases, coll, k)
-            self._stream_counter += 1
+            stream = _Stream((base + k) * _GROUP_STRIDE + gid, priority, phases, coll, k)
             self._advance(stream)
 
     def _insert(self, queue: list[_Stream], stream: _Stream) -> None:
@@ -161,8 +170,12 @@ class SystemLayer:
             program = self.ctx.load_custom(phase.custom, pos)
             CustomRun(self, program, phase.members, stream.tag, lambda: self._advance(stream)).start()
             return
-        lanes = astra_algorithm(phase.algorithm).lanes(phase.comm, len(phase.members), pos, phase.size,
-                                                       stream.chunk, phase.window)
+        key = (phase.algorithm, phase.window, phase.comm, len(phase.members), pos, phase.size,
+               stream.chunk % 2)
+        lanes = _LANES.get(key)
+        if lanes is None:  # steps are immutable: one list per distinct phase shape is shared
+            lanes = _LANES[key] = astra_algorithm(phase.algorithm).lanes(
+                phase.comm, len(phase.members), pos, phase.size, stream.chunk % 2, phase.window)
         run = _PhaseRun(stream, phase, lanes)
         for lane in range(len(lanes)):
             self.ctx.events.after(phase.transfer_delay_ns, self._step, (run, lane, 0))
@@ -209,18 +222,4 @@ class SystemLayer:
 
     # ----------------------------------------------------------------- messages
     def _send(self, peer: int, tag: int, nbytes: int) -> None:
-        key = (self.ctx.rep[peer], tag)
-        waiting = self._send_busy.get(key)
-        if waiting is not None:
-            waiting.append((peer, nbytes))
-            return
-        self._send_busy[key] = deque()
-        self.ctx.messenger.send(self.npu, key[0], tag, nbytes, self._sent, key, route_dst=peer)
-
-    def _sent(self, key: tuple[int, int]) -> None:
-        waiting = self._send_busy[key]
-        if waiting:
-            peer, nbytes = waiting.popleft()
-            self.ctx.messenger.send(self.npu, key[0], key[1], nbytes, self._sent, key, route_dst=peer)
-        else:
-            del self._send_busy[key]
+        self.ctx.messenger.send(self.npu, self.ctx.rep[peer], tag, nbytes, None, None, route_dst=peer)

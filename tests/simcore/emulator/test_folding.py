@@ -72,3 +72,41 @@ def test_overlapping_cpu_and_gpu_collectives_fold_exactly(backend: str, policy: 
     network = read_network(DATA / "Switch_8.yml")
     full = simulate_astra(programs, system, network, backend, fold=False)
     assert simulate_astra(programs, system, network, backend, fold=True) == full
+
+
+TIED = CommGroupsSpec(GROUPS.groups + tuple((3 + r, (r, r + 4)) for r in range(4)))
+
+
+def _tied(rank: int, delay_us: int) -> RankProgram:
+    """:func:`_pipeline`, then an all-reduce of each rank with its partner of the other class."""
+    program = _pipeline(rank, delay_us)
+    nodes = [
+        {"id": int(program.ids[i]), "type": int(program.types[i]), "duration_micros": int(program.duration_us[i]),
+         "data_deps": [int(program.ids[j]) for j in program.parents[program.parents_ptr[i]:program.parents_ptr[i + 1]]],
+         "attrs": {k: (int(v[i]) if k != "pg_name" else v) for k, v in
+                   {**{n: program.ints[n] for n in program.ints if program.ints[n][i] >= 0},
+                    **({"pg_name": program.pg_name(i)} if program.pg_name(i) else {})}.items()}}
+        for i in range(program.num_nodes)
+    ]
+    nodes.append({"id": 4, "type": NodeType.COLL, "data_deps": [3],
+                  "attrs": {"comm_type": 0, "comm_size": 1 << 18, "pg_name": str(3 + rank % 4)}})
+    return RankProgram.from_records(nodes, f"tied.{rank}.et")
+
+
+@pytest.mark.parametrize(("backend", "network"), [
+    ("unaware", "Switch_8.yml"), ("aware", "Switch_8.yml"), ("unaware", "Switch_4x2.yml"),
+])
+@pytest.mark.parametrize("delay_us", [0, 40, 200])
+def test_groups_across_classes_fold_exactly(backend: str, network: str, delay_us: int, tmp_path: Path) -> None:
+    """A group whose members are of different classes (the tied embedding of the first and last stage):
+    each member's representative takes part; on a 2-D network classes also key messages by dimension."""
+    path = DATA / network
+    if not path.exists():
+        path = tmp_path / network
+        path.write_text("topology: [ Switch, Switch ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 200.0, 25.0 ]\n"
+                        "latency: [ 500.0, 2500.0 ]\n")
+    programs = [_tied(r, delay_us) for r in range(8)]
+    system, net = read_system(DATA / "Ring_4chunks.json"), read_network(path)
+    assert representatives(programs, TIED, Topology(net), backend) == [0, 0, 0, 0, 4, 4, 4, 4]
+    full = simulate_astra(programs, system, net, backend, TIED, fold=False)
+    assert simulate_astra(programs, system, net, backend, TIED, fold=True) == full

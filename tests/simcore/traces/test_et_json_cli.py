@@ -93,8 +93,15 @@ def test_export_writes_what_simsweep_astra_runs(tmp_path: Path, capsys: pytest.C
     groups = json.loads(Path(f"{out}.comm_groups.json").read_text())
     # tp pairs, tied-embedding pairs (first and last stage), dp quads
     assert sorted(map(len, groups.values())) == [2] * 16 + [4] * 4
-    capsys.readouterr()
+    printed = capsys.readouterr().out
+    assert json.loads(Path(f"{out}.remote_memory.json").read_text()) == {"memory-type": "NO_MEMORY_EXPANSION"}
+    astra_sim = printed[printed.index("AstraSim_Analytical"):].split()
+    flags = dict(a.removeprefix("--").split("=", 1) for a in astra_sim[1:])
+    assert set(flags) == {"workload-configuration", "system-configuration", "network-configuration",
+                          "remote-memory-configuration", "comm-group-configuration"}  # ASTRA-sim's required flags
+    assert all(Path(v).exists() for k, v in flags.items() if k != "workload-configuration")
     assert main(["astra", "--workload", out, "--system", f"{out}.system.json", "--network",
-                 f"{out}.network.yml", "--comm-group", f"{out}.comm_groups.json"]) == 0
+                 f"{out}.network.yml", "--remote-memory", f"{out}.remote_memory.json",
+                 "--comm-group", f"{out}.comm_groups.json"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 16 and all(" finished, " in x for x in lines)
