@@ -17,7 +17,7 @@ from simcore.traces.chakra.et import read_trace, write_trace
 from simcore.traces.pytorch.chakra_io import step_from_trace, step_to_trace
 from simcore.traces.pytorch.step import TracedStep
 
-__all__ = ["read_step", "trace_model", "write_step"]
+__all__ = ["import_execution_trace", "read_step", "trace_model", "write_step"]
 
 
 def trace_model(path: str, inputs: Sequence[str], *, dtype: str = "float32",
@@ -54,3 +54,23 @@ def write_step(prefix: str | os.PathLike[str], step: TracedStep,
 def read_step(path: str | os.PathLike[str]) -> TracedStep:
     """The step stored in an ET file written by :func:`write_step`."""
     return step_from_trace(read_trace(path))
+
+
+def import_execution_trace(path: str | os.PathLike[str], prefix: str | os.PathLike[str],
+                           ranks: int = 1) -> tuple[list[str], str]:
+    """Convert an ExecutionTraceObserver JSON (:mod:`.et_import`).
+
+    Writes the Chakra conversion as ``<prefix>.<r>.et`` for ``r < ranks`` (data-parallel
+    replicas run the same program: one trace stands for every replica, Echo's DDP case) and the
+    step of the traced family as ``<prefix>.traced.0.et``; returns (Chakra paths, step path).
+    """
+    from simcore.traces.pytorch.et_import import et_to_chakra, et_to_step, read_pytorch_et
+
+    data = read_pytorch_et(path)
+    trace = et_to_chakra(data)
+    paths = []
+    for r in range(ranks):
+        paths.append(f"{prefix}.{r}.et")
+        write_trace(paths[-1], trace)
+    step_path = write_step(f"{prefix}.traced", et_to_step(data, name=str(path)))
+    return paths, step_path
