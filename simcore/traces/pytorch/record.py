@@ -22,6 +22,7 @@ pass. Imports ``torch`` lazily (:mod:`.torch_import`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -112,6 +113,28 @@ class _Recorder:
                 self.writer[_storage_key(t)] = index
 
 
+def _fused_attention_mode(torch: Any) -> Any:
+    """A torch-function mode running ``scaled_dot_product_attention`` (no explicit mask) as the
+    fused flash-attention op, as a GPU does; on ``meta`` the dispatcher would pick the math
+    decomposition (batched GEMMs, softmax, mask), which is not what runs on the accelerator."""
+    from torch.overrides import TorchFunctionMode
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    fused = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+    class _Fuse(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kw = dict(kwargs or {})
+            if (func is sdpa and len(args) == 3 and kw.get("attn_mask") is None
+                    and not kw.get("enable_gqa", False)):
+                out, _ = fused(*args, dropout_p=kw.get("dropout_p", 0.0),
+                               is_causal=kw.get("is_causal", False), scale=kw.get("scale"))
+                return out
+            return func(*args, **kw)
+
+    return _Fuse()
+
+
 def _default_loss(out: Any) -> Any:
     import torch
     from torch.utils._pytree import tree_leaves
@@ -133,7 +156,7 @@ def _optimizer(torch: Any, kind: str, params: list[Any]) -> Any:
 
 def trace_step(
     model: Any, inputs: Sequence[Any], *, loss_fn: Callable[[Any], Any] | None = None,
-    optimizer: str = "none", name: str = "model",
+    optimizer: str = "none", name: str = "model", fused_attention: bool = True,
 ) -> TracedStep:
     """Record one training step: forward, loss, backward (and an optimizer step).
 
@@ -144,6 +167,8 @@ def trace_step(
         loss_fn: output -> scalar loss (default: the mean of the first floating-point output).
         optimizer: one of :data:`OPTIMIZERS`.
         name: label of the step.
+        fused_attention: record ``scaled_dot_product_attention`` as one fused attention op
+            (FlashAttention on the accelerator) rather than the meta device's math path.
 
     Raises:
         InputError: the model fails on these inputs (the message names the error), or
@@ -165,8 +190,9 @@ def trace_step(
 
     opt = _optimizer(torch, optimizer, [p for _, p in named]) if optimizer != "none" else None
     try:
+        fuse = _fused_attention_mode(torch) if fused_attention else contextlib.nullcontext()
         with rec.mode():
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), fuse:
                 out = model(*inputs)
                 loss = (loss_fn or _default_loss)(out)
             rec.phase = PHASES.index("backward")

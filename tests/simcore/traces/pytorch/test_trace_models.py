@@ -66,6 +66,11 @@ def test_gpt_flops_equal_closed_form(layers: int, hidden: int, heads: int, vocab
     non_embedding = spec.num_params() - vocab * hidden
     attention = 3 * layers * 4 * seq * seq * hidden
     assert step.flops() == 6 * non_embedding * batch * seq + attention * batch
+    # scaled_dot_product_attention is recorded as the fused kernel a GPU runs, one per layer
+    names = [op.name for op in step.ops]
+    assert names.count("aten::_scaled_dot_product_flash_attention_for_cpu") == layers
+    assert names.count("aten::_scaled_dot_product_flash_attention_for_cpu_backward") == layers
+    assert "aten::bmm" not in names
 
 
 def test_optimizer_step_is_recorded_in_its_phase() -> None:

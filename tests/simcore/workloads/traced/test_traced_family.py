@@ -155,3 +155,32 @@ def test_ddp_buckets_equal_pytorch_reducer_assignment() -> None:
         [params[i] for i in rev], [dist._DEFAULT_FIRST_BUCKET_BYTES, 25 * 2**20],
         [False] * len(params), rev)
     assert ddp_buckets(step.params, 25.0) == [list(b) for b in want]
+
+
+def test_traced_gpt_and_the_transformer_family_agree(tmp_path: Path) -> None:
+    """Two independent paths to one model: a GPT block stack written in PyTorch and traced, and
+    the transformer family's generator on the same shape, on the same 8-GPU node with DDP-style
+    data parallelism: equal model FLOPs and parameters; compute time within 5% (the traced
+    model has no dropout; the generator costs each block as a few fused passes)."""
+    pytest.importorskip("torch")
+    from simcore.api import simulate_batch
+    from simcore.traces.pytorch.api import trace_model
+    from simcore.workloads.transformer.spec import ModelSpec
+
+    layers, hidden, heads, vocab, batch, seq = 4, 1024, 16, 8192, 2, 1024
+    step = trace_model("tests.simcore.traces.pytorch.gpt:GPT", [f"{batch}x{seq}:int64"],
+                       dtype="bfloat16", kwargs={"layers": layers, "hidden": hidden,
+                                                 "heads": heads, "vocab": vocab})
+    spec = TracedSpec(trace=write_step(tmp_path / "gpt", step))
+    model = ModelSpec(name="gpt", num_layers=layers, hidden_size=hidden, num_heads=heads,
+                      seq_len=seq, vocab_size=vocab)
+    system = SystemSpec(num_gpus=8, gpus_per_node=8)
+    par = ParallelSpec(micro_batch=batch, global_batch=8 * batch).resolve(8)
+    assert step.num_params == model.num_params()
+    assert FAM.flops_per_iter(spec, par) == model.model_flops_per_sample() * par.global_batch
+    cw = compile_workload(FAM.build(spec, par, 8))
+    traced = evaluate_times(cw, template_durations(cw, SystemBatch.from_specs([system]), "bf16"))
+    generated = simulate_batch(model, par, [system])
+    assert float(traced.compute_s[0]) == pytest.approx(float(generated.compute_s[0]), rel=0.05)
+    assert float(traced.iteration_time_s[0]) == pytest.approx(
+        float(generated.iteration_time_s[0]), rel=0.10)
