@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", help="parameter / default input dtype")
     p.add_argument("--optimizer", default="none", choices=("none", "sgd", "adam", "adamw"))
     p.add_argument("--kwargs", default="{}", help="factory keyword arguments as JSON")
+    p.add_argument("--blocks", help="attribute path of the repeated blocks (e.g. blocks, "
+                   "transformer.h): pipeline stages are cut between them")
     p.add_argument("--out", required=True, help="output prefix: writes <out>.0.et")
     return p
 
@@ -52,7 +54,7 @@ def main(argv: list[str]) -> int:
 
     t0 = time.perf_counter()
     step = trace_model(args.model, args.input_shape, dtype=args.dtype, optimizer=args.optimizer,
-                       kwargs=kwargs)
+                       kwargs=kwargs, blocks=args.blocks)
     path = write_step(args.out, step)
     out = sys.stdout
     out.write(f"traced {args.model}: {len(step.ops)} ops, {step.num_params:,} parameters, "

@@ -21,7 +21,8 @@ __all__ = ["import_execution_trace", "read_step", "trace_model", "write_step"]
 
 
 def trace_model(path: str, inputs: Sequence[str], *, dtype: str = "float32",
-                optimizer: str = "none", kwargs: Mapping[str, Any] | None = None) -> TracedStep:
+                optimizer: str = "none", kwargs: Mapping[str, Any] | None = None,
+                blocks: str | None = None) -> TracedStep:
     """Trace one training step of the model made by ``path`` (``package.module:factory``).
 
     Args:
@@ -30,6 +31,7 @@ def trace_model(path: str, inputs: Sequence[str], *, dtype: str = "float32",
         dtype: parameter and default input dtype.
         optimizer: ``none``, ``sgd``, ``adam`` or ``adamw``.
         kwargs: keyword arguments of the factory.
+        blocks: attribute path of the repeated blocks (pipeline stages are cut between them).
 
     Raises:
         InputError: PyTorch missing, a bad path or shape, or the model fails on the inputs.
@@ -40,7 +42,8 @@ def trace_model(path: str, inputs: Sequence[str], *, dtype: str = "float32",
     for text in inputs:
         parse_input(text, dtype)  # shape errors before the (slower) model build
     model = build_model(path, kwargs, dtype)
-    return trace_step(model, make_inputs(inputs, dtype), optimizer=optimizer, name=path)
+    return trace_step(model, make_inputs(inputs, dtype), optimizer=optimizer, name=path,
+                      blocks=blocks)
 
 
 def write_step(prefix: str | os.PathLike[str], step: TracedStep,

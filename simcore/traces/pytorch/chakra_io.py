@@ -5,7 +5,7 @@ ASTRA-sim's roofline reads (reference/astra-sim-and-chakra.md §4.1: ``num_ops``
 ``tensor_size`` = bytes read + written, ``is_cpu_op`` false), ``data_deps`` = the ops whose
 outputs it reads, ``inputs``/``outputs`` with the shapes and dtype (as the PyTorch converter
 fills them), and simsweep's own attributes: ``phase``, ``bytes_read``, ``bytes_written``,
-``gemm`` (flattened ``m, n, k, count`` quadruples), ``attention`` and ``view``. Durations are
+``gemm`` (flattened ``m, n, k, count`` quadruples), ``attention``, ``view`` and ``block``. Durations are
 left 0 (a traced op has no measured time; :func:`step_to_trace` takes optional per-op
 microseconds, e.g. from the calibrated kernel models). The global metadata carries the
 parameters and the step's scalars as a JSON string attribute ``simsweep_step``.
@@ -40,6 +40,7 @@ def step_to_trace(step: TracedStep, micros: Sequence[int] | None = None) -> EtTr
     meta = {
         "name": step.name, "batch_size": step.batch_size,
         "activation_bytes": step.activation_bytes, "buffer_bytes": step.buffer_bytes,
+        "block_out_bytes": list(step.block_out_bytes),
         "params": [[p.name, p.numel, p.elem_bytes, p.first_forward, p.first_backward,
                     p.grad_ready] for p in step.params],
     }
@@ -51,6 +52,7 @@ def step_to_trace(step: TracedStep, micros: Sequence[int] | None = None) -> EtTr
             "is_cpu_op": False, "num_ops": int(op.flops),
             "tensor_size": op.bytes_read + op.bytes_written, "phase": op.phase,
             "bytes_read": op.bytes_read, "bytes_written": op.bytes_written, "view": op.view,
+            "block": op.block,
         }
         if op.gemms:
             attrs["gemm"] = [int(x) for g in op.gemms for x in g]
@@ -85,7 +87,7 @@ def step_from_trace(trace: EtTrace) -> TracedStep:
     if not np.array_equal(trace.ids[order], np.arange(n, dtype=np.uint64)):
         raise InputError(f"trace {trace.path}", "node ids", "must be 0..N-1 (one per op)")
     ints = {k: trace.int_attr(k)[0] for k in ("num_ops", "phase", "bytes_read", "bytes_written",
-                                               "view")}
+                                               "view", "block")}
     gptr, gval = trace.list_attr("gemm")
     aptr, aval = trace.list_attr("attention")
     deps = trace.data_dep_index()
@@ -104,9 +106,10 @@ def step_from_trace(trace: EtTrace) -> TracedStep:
             deps=tuple(sorted(int(trace.ids[d]) for d in deps[trace.data_ptr[i]:trace.data_ptr[i + 1]])),
             gemms=tuple((int(a), int(b), int(c), int(d)) for a, b, c, d in q.tolist()),
             attention=tuple(float(x) for x in aval[aptr[i]:aptr[i + 1]]),
-            view=bool(ints["view"][i]),
+            view=bool(ints["view"][i]), block=int(ints["block"][i]),
         ))
     params = tuple(TracedParam(str(p[0]), *(int(x) for x in p[1:])) for p in meta["params"])
     return TracedStep(name=str(meta["name"]), batch_size=int(meta["batch_size"]), ops=tuple(ops),
                       params=params, activation_bytes=int(meta["activation_bytes"]),
-                      buffer_bytes=int(meta["buffer_bytes"]))
+                      buffer_bytes=int(meta["buffer_bytes"]),
+                      block_out_bytes=tuple(int(x) for x in meta.get("block_out_bytes", [])))

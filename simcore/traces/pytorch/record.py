@@ -28,7 +28,14 @@ from typing import Any
 
 from simcore.errors import InputError
 from simcore.traces.pytorch.flops import arithmetic
-from simcore.traces.pytorch.step import PHASES, TracedOp, TracedParam, TracedStep
+from simcore.traces.pytorch.step import (
+    AFTER_BLOCKS,
+    BEFORE_BLOCKS,
+    PHASES,
+    TracedOp,
+    TracedParam,
+    TracedStep,
+)
 from simcore.traces.pytorch.torch_import import require_torch
 
 __all__ = ["NO_KERNEL", "OPTIMIZERS", "trace_step"]
@@ -58,6 +65,7 @@ class _Recorder:
         self.phase = 0
         self.param_keys = param_keys
         self.first: list[dict[int, int]] = [{}, {}, {}]  # per phase: param index -> first op
+        self.block = BEFORE_BLOCKS  # the named block the next ops belong to
 
     def mode(self) -> Any:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -106,7 +114,7 @@ class _Recorder:
             dtype=str(ref.dtype).removeprefix("torch.") if ref is not None else "",
             flops=arith.flops, bytes_read=0 if view else nbytes(tensors_in),
             bytes_written=0 if view else nbytes(tensors_out), deps=tuple(sorted(deps)),
-            gemms=arith.gemms, attention=arith.attention, view=view,
+            gemms=arith.gemms, attention=arith.attention, view=view, block=self.block,
         ))
         if not view:  # a view aliases: readers of it wait for the op that wrote the storage
             for t in tensors_out:
@@ -135,6 +143,50 @@ def _fused_attention_mode(torch: Any) -> Any:
     return _Fuse()
 
 
+def _block_hooks(torch: Any, model: Any, path: str, rec: _Recorder, out_bytes: list[int]) -> list[Any]:
+    """Hooks tagging ops with the index of the block of ``model.<path>`` (a ModuleList or
+    Sequential) they belong to. Forward: a block's pre-hook opens it, its post-hook moves on to
+    :data:`AFTER_BLOCKS`. Backward runs the blocks in reverse: a gradient hook on block i's
+    output opens block i, one on the first block's input opens :data:`BEFORE_BLOCKS`."""
+    blocks: Any = model
+    for part in path.split("."):
+        if not hasattr(blocks, part):
+            raise InputError("blocks", path, f"{type(model).__name__} has no submodule {part!r}")
+        blocks = getattr(blocks, part)
+    if not isinstance(blocks, torch.nn.ModuleList | torch.nn.Sequential) or len(blocks) == 0:
+        raise InputError("blocks", path, "must name a non-empty ModuleList or Sequential")
+    out_bytes.extend([0] * len(blocks))
+
+    def opener(tag: int) -> Any:
+        def hook(_grad: Any) -> None:
+            rec.block = tag
+        return hook
+
+    def pre(i: int) -> Any:
+        def hook(_mod: Any, args: Any) -> None:
+            rec.block = i
+            first = args[0] if args else None
+            if i == 0 and isinstance(first, torch.Tensor) and first.requires_grad:
+                first.register_hook(opener(BEFORE_BLOCKS))
+        return hook
+
+    def post(i: int) -> Any:
+        def hook(_mod: Any, _args: Any, out: Any) -> None:
+            rec.block = AFTER_BLOCKS
+            t = out[0] if isinstance(out, tuple | list) else out
+            if isinstance(t, torch.Tensor):
+                out_bytes[i] = int(t.numel() * t.element_size())
+                if t.requires_grad:
+                    t.register_hook(opener(i))
+        return hook
+
+    handles = []
+    for i, block in enumerate(blocks):
+        handles.append(block.register_forward_pre_hook(pre(i)))
+        handles.append(block.register_forward_hook(post(i)))
+    return handles
+
+
 def _default_loss(out: Any) -> Any:
     import torch
     from torch.utils._pytree import tree_leaves
@@ -157,6 +209,7 @@ def _optimizer(torch: Any, kind: str, params: list[Any]) -> Any:
 def trace_step(
     model: Any, inputs: Sequence[Any], *, loss_fn: Callable[[Any], Any] | None = None,
     optimizer: str = "none", name: str = "model", fused_attention: bool = True,
+    blocks: str | None = None,
 ) -> TracedStep:
     """Record one training step: forward, loss, backward (and an optimizer step).
 
@@ -169,6 +222,8 @@ def trace_step(
         name: label of the step.
         fused_attention: record ``scaled_dot_product_attention`` as one fused attention op
             (FlashAttention on the accelerator) rather than the meta device's math path.
+        blocks: attribute path of the model's repeated blocks (``transformer.h``, ``blocks``):
+            ops are tagged with their block (pipeline stages are cut between blocks).
 
     Raises:
         InputError: the model fails on these inputs (the message names the error), or
@@ -189,6 +244,8 @@ def trace_step(
         return t
 
     opt = _optimizer(torch, optimizer, [p for _, p in named]) if optimizer != "none" else None
+    out_bytes: list[int] = []
+    handles = _block_hooks(torch, model, blocks, rec, out_bytes) if blocks else []
     try:
         fuse = _fused_attention_mode(torch) if fused_attention else contextlib.nullcontext()
         with rec.mode():
@@ -201,6 +258,7 @@ def trace_step(
                      for _, p in named]
             if opt is not None:
                 rec.phase = PHASES.index("optimizer")
+                rec.block = BEFORE_BLOCKS
                 opt.step()
     except InputError:
         raise
@@ -208,6 +266,9 @@ def trace_step(
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"model {name}", [tuple(getattr(x, "shape", ())) for x in inputs],
                          f"fails on these inputs: {type(err).__name__}: {msg}") from err
+    finally:
+        for h in handles:
+            h.remove()
     params = tuple(
         TracedParam(n, int(p.numel()), int(p.element_size()),
                     rec.first[0].get(i, -1), rec.first[1].get(i, -1), grads[i])
@@ -215,4 +276,5 @@ def trace_step(
     buffers = sum(int(b.numel() * b.element_size()) for b in model.buffers())
     batch = int(inputs[0].shape[0]) if inputs and inputs[0].ndim else 1
     return TracedStep(name=name, batch_size=batch, ops=tuple(rec.ops), params=params,
-                      activation_bytes=sum(saved.values()), buffer_bytes=buffers)
+                      activation_bytes=sum(saved.values()), buffer_bytes=buffers,
+                      block_out_bytes=tuple(out_bytes))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PHASES", "TracedOp", "TracedParam", "TracedStep"]
+__all__ = ["AFTER_BLOCKS", "BEFORE_BLOCKS", "PHASES", "TracedOp", "TracedParam", "TracedStep"]
 
 #: the phases of a training step, in order
 PHASES = ("forward", "backward", "optimizer")
+#: block tags of the ops before the first and after the last named block
+BEFORE_BLOCKS, AFTER_BLOCKS = -1, -2
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class TracedOp:
         gemms: ``(m, n, k, count)`` products for the GEMM time model.
         attention: ``(batch_heads, seq_q, seq_kv, head_dim, weight)`` or empty.
         view: the op only aliases its input (no kernel).
+        block: index of the named repeated block the op belongs to (forward or backward), or
+            :data:`BEFORE_BLOCKS` / :data:`AFTER_BLOCKS` (e.g. the embedding / the head and
+            the loss); :data:`BEFORE_BLOCKS` when no blocks were named.
     """
 
     name: str
@@ -44,6 +49,7 @@ class TracedOp:
     gemms: tuple[tuple[int, int, int, int], ...] = ()
     attention: tuple[float, ...] = ()
     view: bool = False
+    block: int = -1
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,8 @@ class TracedStep:
         activation_bytes: bytes autograd saved for backward (the live activations at the end of
             the forward pass), parameters excluded.
         buffer_bytes: non-trainable module state (e.g. batch-norm running statistics).
+        block_out_bytes: per named block, the bytes of its output activation (what a pipeline
+            stage boundary after that block sends); empty when no blocks were named.
     """
 
     name: str
@@ -87,6 +95,12 @@ class TracedStep:
     params: tuple[TracedParam, ...]
     activation_bytes: int = 0
     buffer_bytes: int = 0
+    block_out_bytes: tuple[int, ...] = ()
+
+    @property
+    def num_blocks(self) -> int:
+        """Named repeated blocks (0 if none were named)."""
+        return len(self.block_out_bytes)
 
     @property
     def num_params(self) -> int:

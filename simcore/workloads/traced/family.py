@@ -14,8 +14,12 @@ as DDP / ZeRO / FSDP issue it), and:
 - **samples per iteration**: the global batch (tokens: the same; a traced model has no known
   sequence axis).
 
-Only data parallelism is generated: a plan with ``tp``, ``pp``, ``cp`` or ``ep`` above 1 is
-rejected with its reason.
+Data parallelism, and pipeline parallelism over the blocks named when tracing; a plan with
+``tp``, ``cp``, ``ep`` or ``vp`` above 1, or more stages than blocks, is rejected with its
+reason. With a pipeline, a stage holds its parameters and a share of the saved activations in
+proportion to the bytes its forward ops write (an approximation: the trace does not attribute
+saved tensors to blocks), times the micro-batches 1F1B keeps in flight there (``min(pp - s,
+m)``, Narayanan et al. 2021).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from simcore.errors import InputError
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.traces.pytorch.step import TracedOp, TracedParam, TracedStep
-from simcore.workloads.traced.generator import TracedWorkload, build_traced
+from simcore.workloads.traced.generator import TracedWorkload, build_traced, stage_split
 from simcore.workloads.traced.spec import TracedSpec
 
 __all__ = ["TracedFamily", "tiny_step"]
@@ -80,14 +84,20 @@ class TracedFamily:
 
     def check(self, spec: TracedSpec, parallel: ParallelSpec, cluster: SystemSpec) -> str | None:
         """Data parallelism only; the micro-batch is the traced batch."""
-        for key in ("tp", "pp", "cp", "ep"):
+        for key in ("tp", "cp", "ep", "vp"):
             if getattr(parallel, key) != 1:
                 return str(InputError(f"parallel.{key}", getattr(parallel, key),
-                                      "the traced family generates data parallelism only"))
+                                      "the traced family generates data and pipeline "
+                                      "parallelism only"))
         try:
-            batch = spec.step.batch_size
+            step = spec.step
         except (OSError, InputError) as err:
             return str(InputError("workload.trace", spec.trace, f"cannot be read: {err}"))
+        batch = step.batch_size
+        if parallel.pp > 1 and parallel.pp > step.num_blocks:
+            return str(InputError("parallel.pp", parallel.pp,
+                                  f"needs at least pp blocks named when tracing (--blocks); the "
+                                  f"trace has {step.num_blocks}"))
         if parallel.micro_batch != batch:
             return str(InputError("parallel.micro_batch", parallel.micro_batch,
                                   f"must equal the traced batch size {batch}"))
@@ -98,24 +108,32 @@ class TracedFamily:
         return build_traced(spec, parallel, gpus_per_node)
 
     def footprint(self, spec: TracedSpec, parallel: ParallelSpec, stage: int = 0) -> dict[str, int]:
-        """Bytes per GPU by part (see the module docstring)."""
+        """Bytes per GPU of pipeline stage ``stage`` by part (see the module docstring)."""
         step, z = spec.step, parallel.zero_stage
         dp = parallel.dp_size
-        weights = sum(p.numel * p.elem_bytes for p in step.params)
-        state = sum(p.numel * _OPTIMIZER_STATE_BYTES.get(p.elem_bytes, 8) for p in step.params)
+        op_stage, stage_params = stage_split(step, parallel)
+        mine = [step.params[i] for i in stage_params[stage]]
+        weights = sum(p.numel * p.elem_bytes for p in mine)
+        state = sum(p.numel * _OPTIMIZER_STATE_BYTES.get(p.elem_bytes, 8) for p in mine)
+        written = [op.bytes_written if op.phase == 0 else 0 for op in step.ops]
+        share = sum(w for w, s in zip(written, op_stage, strict=True) if s == stage)
+        share_of = share / max(sum(written), 1) if parallel.pp > 1 else 1.0
+        flight = min(parallel.pp - stage, parallel.num_micro_batches)
         parts = {
             "weights": weights // (dp if z >= 3 else 1),
             "gradients": weights // (dp if z >= 2 else 1),
             "optimizer": state // (dp if z >= 1 else 1),
-            "activations": step.activation_bytes,
-            "buffers": step.buffer_bytes,
+            "activations": int(step.activation_bytes * share_of) * flight,
+            "buffers": step.buffer_bytes if stage == 0 else 0,
         }
         parts["total"] = sum(parts.values())
         return parts
 
     def peak_footprint(self, spec: TracedSpec, parallel: ParallelSpec) -> tuple[int, dict[str, int]]:
-        """(0, :meth:`footprint`): one stage."""
-        return 0, self.footprint(spec, parallel, 0)
+        """(stage, :meth:`footprint`) of the stage with the largest total."""
+        feet = [self.footprint(spec, parallel, s) for s in range(parallel.pp)]
+        best = max(range(parallel.pp), key=lambda s: feet[s]["total"])
+        return best, feet[best]
 
     def flops_per_iter(self, spec: TracedSpec, parallel: ParallelSpec) -> float:
         """Traced forward + backward FLOPs per sample x global batch."""

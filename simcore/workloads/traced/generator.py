@@ -24,6 +24,14 @@ Data parallelism, as PyTorch issues it:
   op, in every micro-batch (prefetched in order on the dp stream when ``dp_overlap``, else
   issued after the compute op before), and gradients are reduce-scattered.
 
+Pipeline parallelism (when the trace names its repeated blocks, ``simsweep trace --blocks``):
+the blocks are split over ``pp`` stages as the plan splits layers (``parallel.chunk_layers``),
+the ops before the first block (embedding) go to the first stage and those after the last
+(head, loss) to the last; each stage runs the 1F1B program of
+:func:`~simcore.workloads.pipeline.stage_program` and sends the boundary block's output
+activation forward (its gradient backward) on the ``pp{a}>{b}`` link stream, as the
+transformer family does; data parallelism then applies per stage to that stage's parameters.
+
 The optimizer step runs after every gradient reduction: the traced optimizer ops as
 memory-bound kernels when the trace holds them, else Adam's 28 bytes per parameter
 (fp32 master weight, moments, gradient read and weight write), divided over the data-parallel
@@ -38,14 +46,23 @@ from dataclasses import dataclass
 from simcore.ir.graph import CommType, Graph, GraphBuilder, NodeKind
 from simcore.ir.ops import OpTable
 from simcore.specs.parallel import ParallelSpec
-from simcore.traces.pytorch.step import PHASES, TracedOp, TracedParam, TracedStep
+from simcore.traces.pytorch.step import (
+    AFTER_BLOCKS,
+    BEFORE_BLOCKS,
+    PHASES,
+    TracedOp,
+    TracedParam,
+    TracedStep,
+)
+from simcore.workloads.pipeline import stage_program
 from simcore.workloads.placement import group_spans
 from simcore.workloads.traced.spec import DDP_FIRST_BUCKET_MB, TracedSpec
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "TracedWorkload", "build_traced", "ddp_buckets"]
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "TracedWorkload", "build_traced", "ddp_buckets", "stage_split"]
 
 OPTIMIZER_BYTES_PER_PARAM = 28.0
-_DP = 1  # engine.result.COMM_KINDS index of data-parallel traffic
+_DP, _PP = 1, 2  # engine.result.COMM_KINDS indices of data-parallel and pipeline traffic
+_SEND_BASE = 1 << 40  # explicit ids of pipeline sends, referenced before they are added
 _OPT = PHASES.index("optimizer")
 
 
@@ -56,8 +73,8 @@ class TracedWorkload:
     Attributes:
         graph: the DAG; node attrs ``template`` and ``stage`` (always 0).
         ops: kernels and templates.
-        num_stages: 1 (no pipeline).
-        in_flight: (1,): one micro-batch's activations alive at a time.
+        num_stages: pipeline stages.
+        in_flight: per stage, the most micro-batches whose activations are alive at once.
         dp_overlap: gradient reduction may overlap the backward pass.
         stage_device: device pool per stage (empty: pool 0).
     """
@@ -109,35 +126,142 @@ def _units(params: Sequence[TracedParam], cap_mb: float) -> list[list[int]]:
     return [u for u in out if u]
 
 
-class _Builder:
+class _Stage:
+    """Emits the program of one pipeline stage (one representative data-parallel rank)."""
+
+    def __init__(self, g: _Shared, s: int, ops_fwd: list[int], ops_bwd: list[int],
+                 params: list[int]) -> None:
+        self.g, self.s = g, s
+        self.fwd, self.bwd = ops_fwd, ops_bwd
+        self.compute, self.dp = f"s{s}.compute", f"s{s}.dp"
+        self.last: int | None = None
+        self.pending: list[int] = []
+        step, spec = g.step, g.spec
+        self.params = params
+        self.buckets = ddp_buckets([step.params[i] for i in params], spec.bucket_mb)
+        self.buckets = [[params[j] for j in bk] for bk in self.buckets]
+        self.ready_at: dict[int, list[int]] = {}
+        done = -1
+        for k, bk in enumerate(self.buckets):  # reduced in bucket order
+            done = max(done, *(step.params[i].grad_ready for i in bk))
+            self.ready_at.setdefault(done, []).append(k)
+        self.units: list[list[int]] = []
+        self.gather_at: dict[int, list[int]] = {}
+        if g.zero == 3:
+            sub = _units([step.params[i] for i in params], spec.bucket_mb)
+            self.units = [[params[j] for j in u] for u in sub]
+            for u, unit in enumerate(self.units):
+                for key in ("first_forward", "first_backward"):
+                    uses = [getattr(step.params[i], key) for i in unit
+                            if getattr(step.params[i], key) >= 0]
+                    if uses:
+                        self.gather_at.setdefault(min(uses), []).append(u)
+
+    def node(self, tmpl: int, stream: str, deps: Sequence[int], name: str) -> int:
+        kind = NodeKind.COMPUTE if stream.endswith("compute") else NodeKind.COLLECTIVE
+        nid = self.g.b.add(kind, resources=[stream], deps=list(deps), rank=self.s, name=name,
+                           template=tmpl, stage=self.s)
+        if kind == NodeKind.COMPUTE:
+            self.last = nid
+        return nid
+
+    def _bytes(self, idx: Sequence[int]) -> float:
+        return float(sum(self.g.step.params[i].numel * self.g.step.params[i].elem_bytes for i in idx))
+
+    def _after_last(self) -> list[int]:
+        return [self.last] if self.last is not None else []
+
+    def run(self, indices: list[int], deps: list[int], reduce: bool) -> None:
+        """Emit the ops ``indices`` (one pass of one micro-batch); the first waits for ``deps``."""
+        g, step = self.g, self.g.step
+        self.pending += deps
+        rtype = CommType.ALL_REDUCE if g.zero == 0 else CommType.REDUCE_SCATTER
+        for i in indices:
+            gathers: list[int] = []
+            for u in self.gather_at.get(i, []):
+                back = [] if g.par.dp_overlap else self._after_last()
+                t = g.coll("fsdp_param_gather", CommType.ALL_GATHER, self._bytes(self.units[u]))
+                gathers.append(self.node(t, self.dp, back, "fsdp_param_gather"))
+            t_op = g.tmpl[i]
+            if t_op is not None:
+                self.node(t_op, self.compute, self.pending + gathers, step.ops[i].name)
+                self.pending = []
+            else:  # a view that needed a gather: the next kernel waits for it
+                self.pending += gathers
+            if reduce and g.par.dp_overlap:
+                for k in self.ready_at.get(i, []):
+                    tr = g.coll("dp_grad_reduce", rtype, self._bytes(self.buckets[k]))
+                    self.grads.append(self.node(tr, self.dp, self._after_last(), "dp_grad_reduce"))
+        if reduce and not g.par.dp_overlap:
+            for bk in self.buckets:
+                tr = g.coll("dp_grad_reduce", rtype, self._bytes(bk))
+                self.grads.append(self.node(tr, self.dp, self._after_last(), "dp_grad_reduce"))
+
+    def send(self, forward: bool, micro_batch: int, dst: int) -> None:
+        g = self.g
+        nid = g.send_id(forward, micro_batch, self.s)
+        nbytes = g.step.block_out_bytes[g.last_block[min(self.s, dst)]]
+        k = g.ops.kernel("p2p", float(nbytes), float(g.spans["pp"].cross_node))
+        t = g.ops.template("pp_send", [(k, 1.0)], _PP)
+        g.b.add(NodeKind.SEND, resources=[f"pp{self.s}>{dst}"], deps=self._after_last(),
+                rank=self.s, name="pp_send", node_id=nid, template=t, stage=self.s, peer=dst)
+
+    def emit(self) -> int:
+        """The stage's iteration; returns the most micro-batches alive at once."""
+        g, par = self.g, self.g.par
+        m, pp, s, zero = par.num_micro_batches, par.pp, self.s, g.zero
+        gather_tmpls = []
+        if zero in (1, 2):
+            gather_tmpls = [g.coll("dp_param_gather", CommType.ALL_GATHER, self._bytes(bk))
+                            for bk in self.buckets]
+            if par.dp_overlap:  # steady state: last step's gathers overlap this forward
+                for t in gather_tmpls:
+                    self.node(t, self.dp, [], "dp_param_gather")
+        self.grads: list[int] = []
+        alive = peak = 0
+        for op in stage_program(s, pp, 1, m):
+            if op.forward:
+                alive += 1
+                peak = max(peak, alive)
+                deps = [g.send_id(True, op.micro_batch, s - 1)] if s > 0 else []
+                self.run(self.fwd, deps, False)
+                if s < pp - 1:
+                    self.send(True, op.micro_batch, s + 1)
+            else:
+                alive -= 1
+                deps = [g.send_id(False, op.micro_batch, s + 1)] if s < pp - 1 else []
+                self.run(self.bwd, deps, zero >= 2 or op.micro_batch == m - 1)
+                if s > 0:
+                    self.send(False, op.micro_batch, s - 1)
+        opt = self.node(g.optimizer(self.params), self.compute, self.grads + self._after_last(),
+                        "optimizer_step")
+        if zero in (1, 2) and not par.dp_overlap:
+            for t in gather_tmpls:
+                self.node(t, self.dp, [opt], "dp_param_gather")
+        return peak
+
+
+class _Shared:
+    """What every stage shares: the step, the plan, the op table, the graph builder."""
+
     def __init__(self, step: TracedStep, spec: TracedSpec, par: ParallelSpec,
                  gpus_per_node: int) -> None:
-        self.step, self.par = step, par
+        self.step, self.spec, self.par = step, spec, par
         self.ops = OpTable()
         self.b = GraphBuilder(f"traced {spec.name or step.name}")
-        self.span = group_spans(par, gpus_per_node)["dp"]
+        self.spans = group_spans(par, gpus_per_node)
         self.zero = par.zero_stage
         self.shard = par.dp_size if self.zero >= 1 else 1
         self.tmpl = [self._template(op) for op in step.ops]
-        self.last: int | None = None
-        self.pending: list[int] = []
-        params = step.params
-        self.buckets = ddp_buckets(params, spec.bucket_mb)
-        ready: list[tuple[int, int]] = []
-        done = -1
-        for k, bk in enumerate(self.buckets):  # reduced in bucket order
-            done = max(done, *(params[i].grad_ready for i in bk))
-            ready.append((done, k))
-        self.ready_at: dict[int, list[int]] = {}
-        for at, k in ready:
-            self.ready_at.setdefault(at, []).append(k)
-        self.units = _units(params, spec.bucket_mb) if self.zero == 3 else []
-        self.gather_at: dict[int, list[int]] = {}
-        for u, unit in enumerate(self.units):
-            for key in ("first_forward", "first_backward"):
-                uses = [getattr(params[i], key) for i in unit if getattr(params[i], key) >= 0]
-                if uses:
-                    self.gather_at.setdefault(min(uses), []).append(u)
+        # the last block of every stage: its output crosses the stage boundary
+        self.last_block: list[int] = []
+        if par.pp > 1:
+            for count in par.chunk_layers(step.num_blocks):
+                self.last_block.append((self.last_block[-1] if self.last_block else -1) + count)
+
+    def send_id(self, forward: bool, micro_batch: int, stage: int) -> int:
+        m = self.par.num_micro_batches
+        return _SEND_BASE + ((0 if forward else 1) * m + micro_batch) * self.par.pp + stage
 
     def _template(self, op: TracedOp) -> int | None:
         if op.view or op.phase == _OPT:
@@ -155,78 +279,58 @@ class _Builder:
             parts.append((self.ops.kernel("mem", float(nbytes)), 1.0))
         return self.ops.template(op.name, parts)
 
-    def _coll(self, name: str, ctype: CommType, nbytes: float) -> int:
-        k = self.ops.kernel("coll", int(ctype), nbytes, self.span.size, self.span.ranks_per_node)
+    def coll(self, name: str, ctype: CommType, nbytes: float) -> int:
+        span = self.spans["dp"]
+        k = self.ops.kernel("coll", int(ctype), nbytes, span.size, span.ranks_per_node)
         return self.ops.template(name, [(k, 1.0)], _DP)
 
-    def _node(self, tmpl: int, stream: str, deps: Sequence[int], name: str) -> int:
-        kind = NodeKind.COMPUTE if stream.endswith("compute") else NodeKind.COLLECTIVE
-        nid = self.b.add(kind, resources=[stream], deps=list(deps), rank=0, name=name,
-                         template=tmpl, stage=0)
-        if kind == NodeKind.COMPUTE:
-            self.last = nid
-        return nid
-
-    def _bytes(self, idx: Sequence[int]) -> float:
-        return float(sum(self.step.params[i].numel * self.step.params[i].elem_bytes for i in idx))
-
-    def micro_batch(self, reduce: bool, grads: list[int]) -> None:
-        step, p = self.step, self.par
-        rtype = CommType.ALL_REDUCE if self.zero == 0 else CommType.REDUCE_SCATTER
-        for i, op in enumerate(step.ops):
-            deps: list[int] = []
-            for u in self.gather_at.get(i, []):
-                back = [] if p.dp_overlap or self.last is None else [self.last]
-                t = self._coll("fsdp_param_gather", CommType.ALL_GATHER, self._bytes(self.units[u]))
-                deps.append(self._node(t, "s0.dp", back, "fsdp_param_gather"))
-            t_op = self.tmpl[i]
-            if t_op is not None:
-                self._node(t_op, "s0.compute", self.pending + deps, op.name)
-                self.pending = []
-            else:  # a view that needed a gather: the next kernel waits for it
-                self.pending += deps
-            if reduce and p.dp_overlap:
-                for k in self.ready_at.get(i, []):
-                    tr = self._coll("dp_grad_reduce", rtype, self._bytes(self.buckets[k]))
-                    grads.append(self._node(tr, "s0.dp", [self.last] if self.last is not None
-                                            else [], "dp_grad_reduce"))
-        if reduce and not p.dp_overlap:
-            for bk in self.buckets:
-                tr = self._coll("dp_grad_reduce", rtype, self._bytes(bk))
-                grads.append(self._node(tr, "s0.dp", [self.last] if self.last is not None else [],
-                                        "dp_grad_reduce"))
-
-    def optimizer(self) -> int:
+    def optimizer(self, params: Sequence[int]) -> int:
+        """The step of ``params``: the traced optimizer ops (one stage), else Adam's bytes."""
         traced = [op for op in self.step.ops if op.phase == _OPT and not op.view
                   and op.bytes_read + op.bytes_written > 0]
-        if traced:
+        if traced and self.par.pp == 1:
             parts = [(self.ops.kernel("mem", float(op.bytes_read + op.bytes_written)),
                       1.0 / self.shard) for op in traced]
         else:
-            nbytes = self.step.num_params * OPTIMIZER_BYTES_PER_PARAM / self.shard
-            parts = [(self.ops.kernel("mem", nbytes), 1.0)]
+            numel = sum(self.step.params[i].numel for i in params)
+            parts = [(self.ops.kernel("mem", numel * OPTIMIZER_BYTES_PER_PARAM / self.shard), 1.0)]
         return self.ops.template("optimizer_step", parts)
 
 
+def stage_split(step: TracedStep, parallel: ParallelSpec) -> tuple[list[int], list[list[int]]]:
+    """(pipeline stage of every op, parameter indices of every stage): blocks split as the plan
+    splits layers, the ops before the blocks on the first stage, after them on the last; a
+    parameter lives on the stage of its first forward use (else of its gradient)."""
+    pp = parallel.pp
+    block_stage = {BEFORE_BLOCKS: 0, AFTER_BLOCKS: pp - 1}
+    if pp > 1:
+        first = 0
+        for st, count in enumerate(parallel.chunk_layers(step.num_blocks)):
+            block_stage.update({j: st for j in range(first, first + count)})
+            first += count
+    op_stage = [block_stage.get(op.block, 0) for op in step.ops]
+    params: list[list[int]] = [[] for _ in range(pp)]
+    for i, p in enumerate(step.params):
+        at = p.first_forward if p.first_forward >= 0 else p.grad_ready
+        params[op_stage[at] if at >= 0 else 0].append(i)
+    return op_stage, params
+
+
 def build_traced(spec: TracedSpec, parallel: ParallelSpec, gpus_per_node: int) -> TracedWorkload:
-    """The iteration graph of one data-parallel rank of ``spec`` under the resolved ``parallel``
-    (``tp = pp = cp = ep = 1``; checked by the family)."""
+    """The iteration graph of one data-parallel rank per pipeline stage of ``spec`` under the
+    resolved ``parallel`` (``tp = cp = ep = vp = 1``; ``pp`` up to the named blocks; checked by
+    the family)."""
     step = spec.step
-    g = _Builder(step, spec, parallel, gpus_per_node)
-    zero, m = parallel.zero_stage, parallel.num_micro_batches
-    gather_tmpls = []
-    if zero in (1, 2):
-        gather_tmpls = [g._coll("dp_param_gather", CommType.ALL_GATHER, g._bytes(bk))
-                        for bk in g.buckets]
-        if parallel.dp_overlap:  # steady state: last step's gathers overlap this forward
-            for t in gather_tmpls:
-                g._node(t, "s0.dp", [], "dp_param_gather")
-    grads: list[int] = []
-    for j in range(m):
-        g.micro_batch(zero >= 2 or j == m - 1, grads)
-    deps = grads + ([g.last] if g.last is not None else [])
-    opt = g._node(g.optimizer(), "s0.compute", deps, "optimizer_step")
-    if zero in (1, 2) and not parallel.dp_overlap:
-        for t in gather_tmpls:
-            g._node(t, "s0.dp", [opt], "dp_param_gather")
-    return TracedWorkload(graph=g.b.build(), ops=g.ops, dp_overlap=parallel.dp_overlap)
+    g = _Shared(step, spec, parallel, gpus_per_node)
+    pp = parallel.pp
+    op_stage, params = stage_split(step, parallel)
+    fwd: list[list[int]] = [[] for _ in range(pp)]
+    bwd: list[list[int]] = [[] for _ in range(pp)]
+    for i, op in enumerate(step.ops):
+        if op.phase == 0:
+            fwd[op_stage[i]].append(i)
+        elif op.phase == 1:
+            bwd[op_stage[i]].append(i)
+    flights = tuple(_Stage(g, s, fwd[s], bwd[s], params[s]).emit() for s in range(pp))
+    return TracedWorkload(graph=g.b.build(), ops=g.ops, num_stages=pp, in_flight=flights,
+                          dp_overlap=parallel.dp_overlap)

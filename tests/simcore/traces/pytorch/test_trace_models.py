@@ -6,6 +6,7 @@ from functools import cache
 
 import pytest
 
+from simcore.errors import InputError
 from simcore.ir.graph import NodeKind
 from simcore.traces.pytorch.api import trace_model
 from simcore.traces.pytorch.ir_graph import step_to_graph
@@ -87,3 +88,17 @@ def test_ir_graph_holds_every_op() -> None:
     assert (g.kind == NodeKind.COMPUTE).all()
     assert g.attr("flops").sum() == step.flops()
     assert sum(len(g.deps_of(i)) for i in range(g.num_nodes)) == sum(len(o.deps) for o in step.ops)
+
+
+def test_named_blocks_tag_forward_and_backward_ops() -> None:
+    step = trace_model(GPT, ["2x32:int64"], kwargs={"layers": 3}, blocks="blocks")
+    kernels = [op for op in step.ops if not op.view]
+    fwd = [op.block for op in kernels if op.phase == 0]
+    bwd = [op.block for op in kernels if op.phase == 1]
+    # forward: embedding, blocks 0..2 in order, head + loss; backward: the reverse
+    assert fwd[0] == -1 and fwd[-1] == -2 and [b for b in dict.fromkeys(fwd)] == [-1, 0, 1, 2, -2]
+    assert [b for b in dict.fromkeys(bwd)] == [-2, 2, 1, 0, -1]
+    mm = {b: sum(op.name == "aten::mm" for op in kernels if op.block == b) for b in range(3)}
+    assert mm == {0: 12, 1: 12, 2: 12}  # 4 linear layers: forward, dX and dW each
+    with pytest.raises(InputError, match="has no submodule 'layers'"):
+        trace_model(GPT, ["2x32:int64"], blocks="layers")

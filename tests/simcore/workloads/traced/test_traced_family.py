@@ -135,6 +135,8 @@ def test_flops_samples_and_shape_rules(tmp_path: Path) -> None:
     assert "micro_batch" in str(FAM.check(spec, _plan(micro_batch=2), SYSTEM))
     tp2 = ParallelSpec(tp=2, micro_batch=4, global_batch=128).resolve(16)
     assert "parallel.tp=2" in str(FAM.check(spec, tp2, SYSTEM))
+    pp2 = ParallelSpec(pp=2, micro_batch=4, global_batch=128).resolve(16)
+    assert "parallel.pp=2" in str(FAM.check(spec, pp2, SYSTEM))  # no blocks were named
     missing = TracedSpec(trace=str(tmp_path / "nope.0.et"))
     assert "workload.trace" in str(FAM.check(missing, par, SYSTEM))
 
@@ -184,3 +186,66 @@ def test_traced_gpt_and_the_transformer_family_agree(tmp_path: Path) -> None:
     assert float(traced.compute_s[0]) == pytest.approx(float(generated.compute_s[0]), rel=0.05)
     assert float(traced.iteration_time_s[0]) == pytest.approx(
         float(generated.iteration_time_s[0]), rel=0.10)
+
+
+def _gpt_with_blocks(tmp_path: Path, layers: int = 4) -> TracedSpec:
+    pytest.importorskip("torch")
+    from simcore.traces.pytorch.api import trace_model
+
+    step = trace_model("tests.simcore.traces.pytorch.gpt:GPT", ["4x64:int64"], dtype="bfloat16",
+                       kwargs={"layers": layers, "hidden": 128, "heads": 4, "vocab": 512},
+                       blocks="blocks")
+    assert step.num_blocks == layers and step.block_out_bytes == (4 * 64 * 128 * 2,) * layers
+    return TracedSpec(trace=write_step(tmp_path / "gpt", step))
+
+
+def test_pipeline_stages_cut_between_the_named_blocks(tmp_path: Path) -> None:
+    spec = _gpt_with_blocks(tmp_path)
+    par = ParallelSpec(pp=2, micro_batch=4, global_batch=32).resolve(16)  # dp 8, 1 micro-batch
+    par4 = ParallelSpec(pp=4, micro_batch=4, global_batch=64).resolve(16)  # dp 4, 4 micro-batches
+    assert FAM.check(spec, par4, SYSTEM) is None
+    w = FAM.build(spec, par4, 8)
+    m = par4.num_micro_batches
+    sends = np.flatnonzero(w.graph.kind == NodeKind.SEND)
+    assert len(sends) == 2 * m * (4 - 1)  # activations forward, gradients backward, per boundary
+    assert w.in_flight == (4, 3, 2, 1)  # 1F1B: min(pp - s, m)
+    (kid, _), = w.ops.templates[int(w.graph.attr("template")[sends[0]])]
+    assert w.ops.kernels[kid][1][0] == 4 * 64 * 128 * 2  # one block output in bf16
+    # every parameter on exactly one stage; the embedding on the first, the head on the last
+    weights = [FAM.footprint(spec, par4, s)["weights"] for s in range(4)]
+    assert sum(weights) == spec.step.num_params * 2
+    assert weights[0] > weights[1] and weights[3] > weights[1]
+    assert "parallel.pp=8" in str(FAM.check(spec, ParallelSpec(pp=8, micro_batch=4,
+                                                              global_batch=8).resolve(16), SYSTEM))
+    assert FAM.check(spec, par, SYSTEM) is None
+
+
+@pytest.mark.parametrize("pp,zero", [(2, 0), (4, 1)])
+def test_pipelined_export_through_astra_equals_the_direct_astra_fidelity(
+        tmp_path: Path, pp: int, zero: int) -> None:
+    from search.commands.chakra import _astra_configs
+    from simcore.emulator.inputs import read_comm_groups, read_network, read_system
+    from simcore.emulator.load import read_programs
+    from simcore.emulator.run import simulate_astra
+    from simcore.traces.chakra.export import write_comm_groups, write_traces
+
+    spec = _gpt_with_blocks(tmp_path)
+    par = ParallelSpec(pp=pp, micro_batch=4, global_batch=64, zero_stage=zero,
+                       precision="bf16").resolve(16)
+    w = FAM.build(spec, par, SYSTEM.gpus_per_node)
+    sb = SystemBatch.from_specs([SYSTEM])
+    cw = compile_workload(astra_workload(w))
+    tdur = template_durations(cw, sb, par.precision)
+    direct = evaluate_times(cw, astra_template_durations(cw.workload, par, [SYSTEM], tdur))
+    traces, groups = FAM.export_traces(w, par, np.asarray(tdur[:, 0]) * 1e6)
+    out = str(tmp_path / "w")
+    write_traces(out, [traces[r] for r in range(16)])
+    write_comm_groups(f"{out}.comm_groups.json", groups)
+    sysjson, net = _astra_configs(SYSTEM)
+    Path(f"{out}.system.json").write_text(json.dumps(sysjson))
+    Path(f"{out}.network.yml").write_text(net)
+    network = read_network(Path(f"{out}.network.yml"))
+    got = simulate_astra(read_programs(out), read_system(Path(f"{out}.system.json")), network,
+                         "unaware", read_comm_groups(Path(f"{out}.comm_groups.json"), network.npus))
+    assert float(direct.iteration_time_s[0]) * 1e9 == pytest.approx(
+        max(r.finish_ns for r in got), abs=0.5)
