@@ -1,11 +1,12 @@
 """Spec of the traced family: a recorded training step (an ET file written by ``simsweep trace``).
 
-The spec names the file; the step is read once per path (cached) without PyTorch. Field names
+The spec names the file; the step is read once per file version (cached) without PyTorch. Field names
 are the YAML keys of the ``workload`` config group when ``workload.family = traced``.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -20,9 +21,14 @@ DDP_BUCKET_MB = 25.0
 DDP_FIRST_BUCKET_MB = 1.0
 
 
-@lru_cache(maxsize=16)
 def load_step(path: str) -> TracedStep:
-    """The step stored at ``path`` (read once)."""
+    """The step stored at ``path`` (read once per file version: path, size and mtime)."""
+    st = os.stat(path)
+    return _load(path, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=16)
+def _load(path: str, size: int, mtime_ns: int) -> TracedStep:
     from simcore.traces.pytorch.api import read_step
 
     return read_step(path)
