@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("search.commands.validate", "predict published training runs and print the error table"),
     "astra": ("search.commands.astra", "run unmodified ASTRA-sim inputs (Chakra ET + system/network JSON/YAML)"),
     "chakra": ("search.commands.chakra", "export / show Chakra execution traces"),
+    "trace": ("search.commands.trace", "record a PyTorch model's training step as a Chakra ET (needs simsweep[trace])"),
     "sync": ("search.commands.sync", "log results kept on disk to MLflow (after the server was down)"),
     "ui": ("search.commands.ui", "open the MLflow UI on the local tracking store"),
 }

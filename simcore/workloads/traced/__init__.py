@@ -1,0 +1,1 @@
+"""The traced workload family: graphs built from a recorded PyTorch training step."""

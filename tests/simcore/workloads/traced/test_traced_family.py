@@ -1,0 +1,251 @@
+"""The traced family: costs from the kernel models, DDP / ZeRO / FSDP traffic, ASTRA-sim export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simcore.engine.evaluate import compile_workload, evaluate_times, template_durations
+from simcore.fidelity.astra.costs import astra_template_durations, astra_workload
+from simcore.hardware import SystemBatch, gemm_time_s, memory_bound_time_s
+from simcore.ir.graph import CommType, NodeKind
+from simcore.specs.parallel import ParallelSpec
+from simcore.specs.system import AcceleratorSpec, SystemSpec, TopologyDimSpec
+from simcore.traces.pytorch.api import write_step
+from simcore.workloads.traced.family import TracedFamily, tiny_step
+from simcore.workloads.traced.generator import ddp_buckets
+from simcore.workloads.traced.spec import TracedSpec
+
+FAM = TracedFamily()
+SYSTEM = SystemSpec(num_gpus=16, gpus_per_node=8, accelerator=AcceleratorSpec(),
+                    scaleout=TopologyDimSpec(kind="Switch", bandwidth_GBps=25.0, latency_ns=2500.0))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIMSWEEP_CACHE_DIR", str(tmp_path / "et-cache"))
+
+
+def _plan(**kw: object) -> ParallelSpec:
+    base: dict[str, object] = {"micro_batch": 4, "global_batch": 128, "precision": "fp16"}
+    return ParallelSpec(**{**base, **kw}).resolve(SYSTEM.num_gpus)  # type: ignore[arg-type]
+
+
+def _spec(tmp_path: Path) -> TracedSpec:
+    return TracedSpec(trace=write_step(tmp_path / "tiny", tiny_step()))
+
+
+def test_compute_is_the_kernel_models_summed_over_the_ops(tmp_path: Path) -> None:
+    """One rank, no overlap partner: compute time = sum over ops of gemm_time_s / memory_bound_time_s
+    of its shapes, x micro-batches, + the optimizer pass (Adam, 28 B per parameter)."""
+    spec, par = _spec(tmp_path), _plan()
+    step = spec.step
+    sb = SystemBatch.from_specs([SYSTEM])
+    per_mb = 0.0
+    for op in step.ops:
+        if op.gemms:
+            m, n, k, _ = op.gemms[0]
+            per_mb += float(gemm_time_s(sb, m, n, k, "fp16")[0, 0])
+        else:
+            per_mb += float(memory_bound_time_s(sb, op.bytes_read + op.bytes_written)[0, 0])
+    opt = float(memory_bound_time_s(sb, step.num_params * 28.0)[0, 0])
+    cw = compile_workload(FAM.build(spec, par, 8))
+    bd = evaluate_times(cw, template_durations(cw, sb, "fp16"))
+    assert par.num_micro_batches == 2
+    assert float(bd.compute_s[0]) == pytest.approx(2 * per_mb + opt, rel=1e-12)
+    assert float(bd.iteration_time_s[0]) > float(bd.compute_s[0])  # the exposed all-reduce
+
+
+@pytest.mark.parametrize("zero,overlap,colls", [
+    (0, True, {CommType.ALL_REDUCE: 1}),
+    (1, True, {CommType.REDUCE_SCATTER: 1, CommType.ALL_GATHER: 1}),
+    (2, False, {CommType.REDUCE_SCATTER: 2, CommType.ALL_GATHER: 1}),  # every micro-batch
+    (3, True, {CommType.REDUCE_SCATTER: 2, CommType.ALL_GATHER: 2 * 2}),  # fwd + bwd gathers
+])
+def test_data_parallel_traffic_as_pytorch_issues_it(tmp_path: Path, zero: int, overlap: bool,
+                                                     colls: dict[CommType, int]) -> None:
+    spec = _spec(tmp_path)
+    w = FAM.build(spec, _plan(zero_stage=zero, dp_overlap=overlap), 8)
+    g = w.graph
+    kinds = {}
+    tmpl = g.attr("template").astype(int)
+    for i in np.flatnonzero(g.kind == NodeKind.COLLECTIVE):
+        (kid, _), = w.ops.templates[tmpl[i]]
+        cost, args = w.ops.kernels[kid]
+        assert cost == "coll" and args[1] == 2 * 64 * 64 * 4 and args[2] == 16  # one bucket
+        kinds[CommType(int(args[0]))] = kinds.get(CommType(int(args[0])), 0) + 1
+    assert kinds == colls
+
+
+@pytest.mark.parametrize("zero,overlap", [(0, True), (0, False), (1, True), (2, True),
+                                          (3, True), (3, False)])
+def test_export_through_astra_equals_the_direct_astra_fidelity(tmp_path: Path, zero: int,
+                                                               overlap: bool) -> None:
+    """The data-parallel traced model exported to Chakra (one ET per rank) and run by the
+    ASTRA-sim emulation (``simsweep astra``'s engine) ends when the direct engine with
+    ASTRA-sim's costs says, to the ns."""
+    from search.commands.chakra import _astra_configs
+    from simcore.emulator.inputs import read_comm_groups, read_network, read_system
+    from simcore.emulator.load import read_programs
+    from simcore.emulator.run import simulate_astra
+    from simcore.traces.chakra.export import write_comm_groups, write_traces
+
+    spec, par = _spec(tmp_path), _plan(zero_stage=zero, dp_overlap=overlap)
+    w = FAM.build(spec, par, SYSTEM.gpus_per_node)
+    sb = SystemBatch.from_specs([SYSTEM])
+    cw = compile_workload(astra_workload(w))
+    tdur = template_durations(cw, sb, par.precision)
+    direct = evaluate_times(cw, astra_template_durations(cw.workload, par, [SYSTEM], tdur))
+    traces, groups = FAM.export_traces(w, par, np.asarray(tdur[:, 0]) * 1e6)
+    assert len(traces) == 16 and list(groups.values()) == [tuple(range(16))]
+    out = str(tmp_path / "w")
+    write_traces(out, [traces[r] for r in range(16)])
+    write_comm_groups(f"{out}.comm_groups.json", groups)
+    sysjson, net = _astra_configs(SYSTEM)
+    Path(f"{out}.system.json").write_text(json.dumps(sysjson))
+    Path(f"{out}.network.yml").write_text(net)
+    network = read_network(Path(f"{out}.network.yml"))
+    got = simulate_astra(read_programs(out), read_system(Path(f"{out}.system.json")), network,
+                         "unaware", read_comm_groups(Path(f"{out}.comm_groups.json"), network.npus))
+    assert float(direct.iteration_time_s[0]) * 1e9 == pytest.approx(
+        max(r.finish_ns for r in got), abs=0.5)
+
+
+def test_footprint_shards_with_zero_and_counts_activations(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    step = spec.step
+    params = step.num_params
+    f0 = FAM.footprint(spec, _plan(), 0)
+    assert f0["weights"] == f0["gradients"] == 4 * params and f0["optimizer"] == 8 * params
+    assert f0["activations"] == step.activation_bytes
+    f3 = FAM.footprint(spec, _plan(zero_stage=3), 0)
+    assert f3["weights"] == f3["gradients"] == 4 * params // 16 and f3["optimizer"] == 8 * params // 16
+    assert f3["total"] < f0["total"]
+
+
+def test_flops_samples_and_shape_rules(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    par = _plan()
+    assert FAM.flops_per_iter(spec, par) == spec.step.flops() / 4 * 128
+    assert FAM.samples_per_iter(spec, par) == 128
+    assert FAM.check(spec, par, SYSTEM) is None
+    assert "micro_batch" in str(FAM.check(spec, _plan(micro_batch=2), SYSTEM))
+    tp2 = ParallelSpec(tp=2, micro_batch=4, global_batch=128).resolve(16)
+    assert "parallel.tp=2" in str(FAM.check(spec, tp2, SYSTEM))
+    pp2 = ParallelSpec(pp=2, micro_batch=4, global_batch=128).resolve(16)
+    assert "parallel.pp=2" in str(FAM.check(spec, pp2, SYSTEM))  # no blocks were named
+    missing = TracedSpec(trace=str(tmp_path / "nope.0.et"))
+    assert "workload.trace" in str(FAM.check(missing, par, SYSTEM))
+
+
+def test_ddp_buckets_equal_pytorch_reducer_assignment() -> None:
+    """Our bucket rule against PyTorch's own reducer (C++ compute_bucket_assignment_by_size)."""
+    torch = pytest.importorskip("torch")
+    dist = pytest.importorskip("torch.distributed")
+    from simcore.traces.pytorch.api import trace_model
+
+    step = trace_model("torchvision.models:resnet50", ["2x3x224x224"])
+    with torch.device("meta"):
+        import torchvision
+
+        params = list(torchvision.models.resnet50().parameters())
+    rev = list(reversed(range(len(params))))
+    want, *_ = dist._compute_bucket_assignment_by_size(
+        [params[i] for i in rev], [dist._DEFAULT_FIRST_BUCKET_BYTES, 25 * 2**20],
+        [False] * len(params), rev)
+    assert ddp_buckets(step.params, 25.0) == [list(b) for b in want]
+
+
+def test_traced_gpt_and_the_transformer_family_agree(tmp_path: Path) -> None:
+    """Two independent paths to one model: a GPT block stack written in PyTorch and traced, and
+    the transformer family's generator on the same shape, on the same 8-GPU node with DDP-style
+    data parallelism: equal model FLOPs and parameters; compute time within 5% (the traced
+    model has no dropout; the generator costs each block as a few fused passes)."""
+    pytest.importorskip("torch")
+    from simcore.api import simulate_batch
+    from simcore.traces.pytorch.api import trace_model
+    from simcore.workloads.transformer.spec import ModelSpec
+
+    layers, hidden, heads, vocab, batch, seq = 4, 1024, 16, 8192, 2, 1024
+    step = trace_model("tests.simcore.traces.pytorch.gpt:GPT", [f"{batch}x{seq}:int64"],
+                       dtype="bfloat16", kwargs={"layers": layers, "hidden": hidden,
+                                                 "heads": heads, "vocab": vocab})
+    spec = TracedSpec(trace=write_step(tmp_path / "gpt", step))
+    model = ModelSpec(name="gpt", num_layers=layers, hidden_size=hidden, num_heads=heads,
+                      seq_len=seq, vocab_size=vocab)
+    system = SystemSpec(num_gpus=8, gpus_per_node=8)
+    par = ParallelSpec(micro_batch=batch, global_batch=8 * batch).resolve(8)
+    assert step.num_params == model.num_params()
+    assert FAM.flops_per_iter(spec, par) == model.model_flops_per_sample() * par.global_batch
+    cw = compile_workload(FAM.build(spec, par, 8))
+    traced = evaluate_times(cw, template_durations(cw, SystemBatch.from_specs([system]), "bf16"))
+    generated = simulate_batch(model, par, [system])
+    assert float(traced.compute_s[0]) == pytest.approx(float(generated.compute_s[0]), rel=0.05)
+    assert float(traced.iteration_time_s[0]) == pytest.approx(
+        float(generated.iteration_time_s[0]), rel=0.10)
+
+
+def _gpt_with_blocks(tmp_path: Path, layers: int = 4) -> TracedSpec:
+    pytest.importorskip("torch")
+    from simcore.traces.pytorch.api import trace_model
+
+    step = trace_model("tests.simcore.traces.pytorch.gpt:GPT", ["4x64:int64"], dtype="bfloat16",
+                       kwargs={"layers": layers, "hidden": 128, "heads": 4, "vocab": 512},
+                       blocks="blocks")
+    assert step.num_blocks == layers and step.block_out_bytes == (4 * 64 * 128 * 2,) * layers
+    return TracedSpec(trace=write_step(tmp_path / "gpt", step))
+
+
+def test_pipeline_stages_cut_between_the_named_blocks(tmp_path: Path) -> None:
+    spec = _gpt_with_blocks(tmp_path)
+    par = ParallelSpec(pp=2, micro_batch=4, global_batch=32).resolve(16)  # dp 8, 1 micro-batch
+    par4 = ParallelSpec(pp=4, micro_batch=4, global_batch=64).resolve(16)  # dp 4, 4 micro-batches
+    assert FAM.check(spec, par4, SYSTEM) is None
+    w = FAM.build(spec, par4, 8)
+    m = par4.num_micro_batches
+    sends = np.flatnonzero(w.graph.kind == NodeKind.SEND)
+    assert len(sends) == 2 * m * (4 - 1)  # activations forward, gradients backward, per boundary
+    assert w.in_flight == (4, 3, 2, 1)  # 1F1B: min(pp - s, m)
+    (kid, _), = w.ops.templates[int(w.graph.attr("template")[sends[0]])]
+    assert w.ops.kernels[kid][1][0] == 4 * 64 * 128 * 2  # one block output in bf16
+    # every parameter on exactly one stage; the embedding on the first, the head on the last
+    weights = [FAM.footprint(spec, par4, s)["weights"] for s in range(4)]
+    assert sum(weights) == spec.step.num_params * 2
+    assert weights[0] > weights[1] and weights[3] > weights[1]
+    assert "parallel.pp=8" in str(FAM.check(spec, ParallelSpec(pp=8, micro_batch=4,
+                                                              global_batch=8).resolve(16), SYSTEM))
+    assert FAM.check(spec, par, SYSTEM) is None
+
+
+@pytest.mark.parametrize("pp,zero", [(2, 0), (4, 1)])
+def test_pipelined_export_through_astra_equals_the_direct_astra_fidelity(
+        tmp_path: Path, pp: int, zero: int) -> None:
+    from search.commands.chakra import _astra_configs
+    from simcore.emulator.inputs import read_comm_groups, read_network, read_system
+    from simcore.emulator.load import read_programs
+    from simcore.emulator.run import simulate_astra
+    from simcore.traces.chakra.export import write_comm_groups, write_traces
+
+    spec = _gpt_with_blocks(tmp_path)
+    par = ParallelSpec(pp=pp, micro_batch=4, global_batch=64, zero_stage=zero,
+                       precision="bf16").resolve(16)
+    w = FAM.build(spec, par, SYSTEM.gpus_per_node)
+    sb = SystemBatch.from_specs([SYSTEM])
+    cw = compile_workload(astra_workload(w))
+    tdur = template_durations(cw, sb, par.precision)
+    direct = evaluate_times(cw, astra_template_durations(cw.workload, par, [SYSTEM], tdur))
+    traces, groups = FAM.export_traces(w, par, np.asarray(tdur[:, 0]) * 1e6)
+    out = str(tmp_path / "w")
+    write_traces(out, [traces[r] for r in range(16)])
+    write_comm_groups(f"{out}.comm_groups.json", groups)
+    sysjson, net = _astra_configs(SYSTEM)
+    Path(f"{out}.system.json").write_text(json.dumps(sysjson))
+    Path(f"{out}.network.yml").write_text(net)
+    network = read_network(Path(f"{out}.network.yml"))
+    got = simulate_astra(read_programs(out), read_system(Path(f"{out}.system.json")), network,
+                         "unaware", read_comm_groups(Path(f"{out}.comm_groups.json"), network.npus))
+    assert float(direct.iteration_time_s[0]) * 1e9 == pytest.approx(
+        max(r.finish_ns for r in got), abs=0.5)
