@@ -11,6 +11,7 @@ from simcore.workloads._base import Workload, WorkloadFamily
 from simcore.workloads.cnn.family import ResNetFamily
 from simcore.workloads.recsys.family import DLRMFamily
 from simcore.workloads.rnn.family import GNMTFamily
+from simcore.workloads.traced.family import TracedFamily
 from simcore.workloads.transformer.family import TransformerFamily
 
 __all__ = ["REGISTRY", "Workload", "WorkloadFamily", "family_of", "get_family"]
@@ -21,6 +22,7 @@ REGISTRY: dict[str, WorkloadFamily] = {
     "resnet": ResNetFamily(),
     "gnmt": GNMTFamily(),
     "dlrm": DLRMFamily(),
+    "traced": TracedFamily(),
 }
 
 

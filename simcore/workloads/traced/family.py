@@ -35,6 +35,8 @@ from simcore.errors import InputError
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.traces.pytorch.step import TracedOp, TracedParam, TracedStep
+from simcore.workloads._base import Workload
+from simcore.workloads.layout import RankLayout
 from simcore.workloads.traced.generator import TracedWorkload, build_traced, stage_split
 from simcore.workloads.traced.spec import TracedSpec
 
@@ -72,14 +74,24 @@ class TracedFamily:
     name = "traced"
     spec_type: type = TracedSpec
 
-    def tiny_spec(self) -> TracedSpec:
-        """:func:`tiny_step` written to a file in the temporary directory."""
+    def tiny_plan(self) -> ParallelSpec:
+        """A plan the tiny spec runs under on 8 GPUs: data parallel, the traced batch of 4 as
+        the micro-batch."""
+        return ParallelSpec(micro_batch=4, global_batch=32)
+
+    def tiny_spec(self, micro_batch: int = 4) -> TracedSpec:
+        """:func:`tiny_step` with batch ``micro_batch`` written to a file in the temporary
+        directory (written to a private name, then renamed: concurrent callers never read a
+        partial file). A traced model's micro-batch is the traced batch, so the contract suite
+        varies the micro-batch through this argument."""
         from simcore.traces.pytorch.api import write_step
 
-        prefix = os.path.join(tempfile.gettempdir(), f"simsweep-traced-tiny-{os.getuid()}")
+        prefix = os.path.join(tempfile.gettempdir(), f"simsweep-traced-tiny-b{micro_batch}-{os.getuid()}")
         path = f"{prefix}.0.et"
         if not os.path.exists(path):
-            write_step(prefix, tiny_step())
+            private = f"{prefix}-{os.getpid()}"
+            write_step(private, tiny_step(batch=micro_batch))
+            os.replace(f"{private}.0.et", path)
         return TracedSpec(trace=path, name="tiny_mlp")
 
     def check(self, spec: TracedSpec, parallel: ParallelSpec, cluster: SystemSpec) -> str | None:
@@ -149,11 +161,11 @@ class TracedFamily:
         """The global batch (no sequence axis is known)."""
         return int(parallel.global_batch)
 
-    def export_traces(self, workload: TracedWorkload, parallel: ParallelSpec,
+    def export_traces(self, workload: Workload, layout: RankLayout,
                       template_us: NDArray[np.float64]) -> tuple[dict[int, Any], dict[int, tuple[int, ...]]]:
         """Per-rank Chakra ETs and communicator groups (the transformer exporter's rules: compute
         nodes with their durations, DP collectives with ``pg_name``, in-order streams)."""
         from simcore.workloads.transformer.export import transformer_to_traces
 
-        traces, groups = transformer_to_traces(cast(Any, workload), parallel, template_us)
+        traces, groups = transformer_to_traces(cast(Any, workload), layout, template_us)
         return dict(traces), groups

@@ -43,8 +43,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simcore.ir.graph import CommType, Graph, GraphBuilder, NodeKind
+from simcore.ir.graph import CommType, GraphBuilder, NodeKind
 from simcore.ir.ops import OpTable
+from simcore.ir.streams import Stream, StreamKind
 from simcore.specs.parallel import ParallelSpec
 from simcore.traces.pytorch.step import (
     AFTER_BLOCKS,
@@ -54,8 +55,9 @@ from simcore.traces.pytorch.step import (
     TracedParam,
     TracedStep,
 )
+from simcore.workloads._base import Workload
+from simcore.workloads.layout import RankLayout
 from simcore.workloads.pipeline import stage_program
-from simcore.workloads.placement import group_spans
 from simcore.workloads.traced.spec import DDP_FIRST_BUCKET_MB, TracedSpec
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "TracedWorkload", "build_traced", "ddp_buckets", "stage_split"]
@@ -67,30 +69,16 @@ _OPT = PHASES.index("optimizer")
 
 
 @dataclass(frozen=True, eq=False)
-class TracedWorkload:
-    """The iteration graph of one data-parallel rank (fields of the family seam's ``Workload``).
+class TracedWorkload(Workload):
+    """The iteration graph of one data-parallel rank (a :class:`~simcore.workloads._base.Workload`).
 
-    Attributes:
-        graph: the DAG; node attrs ``template`` and ``stage`` (always 0).
-        ops: kernels and templates.
-        num_stages: pipeline stages.
-        in_flight: per stage, the most micro-batches whose activations are alive at once.
-        dp_overlap: gradient reduction may overlap the backward pass.
-        stage_device: device pool per stage (empty: pool 0).
+    Attributes (beyond the base's): ``layers_per_chunk`` / ``chunk_layers``, read by the
+    transformer exporter this family reuses (one "layer" per chunk).
     """
 
-    graph: Graph
-    ops: OpTable
-    num_stages: int = 1
-    in_flight: tuple[int, ...] = (1,)
-    dp_overlap: bool = True
-    stage_device: tuple[int, ...] = ()
     layers_per_chunk: int = 1
     chunk_layers: tuple[int, ...] = (1,)
 
-    def device_of(self, stage: int) -> int:
-        """Device pool of ``stage``."""
-        return self.stage_device[stage] if self.stage_device else 0
 
 
 def ddp_buckets(params: Sequence[TracedParam], cap_mb: float) -> list[list[int]]:
@@ -133,7 +121,7 @@ class _Stage:
                  params: list[int]) -> None:
         self.g, self.s = g, s
         self.fwd, self.bwd = ops_fwd, ops_bwd
-        self.compute, self.dp = f"s{s}.compute", f"s{s}.dp"
+        self.compute, self.dp = Stream.compute(s), Stream(StreamKind.DP, s)
         self.last: int | None = None
         self.pending: list[int] = []
         step, spec = g.step, g.spec
@@ -157,8 +145,8 @@ class _Stage:
                     if uses:
                         self.gather_at.setdefault(min(uses), []).append(u)
 
-    def node(self, tmpl: int, stream: str, deps: Sequence[int], name: str) -> int:
-        kind = NodeKind.COMPUTE if stream.endswith("compute") else NodeKind.COLLECTIVE
+    def node(self, tmpl: int, stream: Stream, deps: Sequence[int], name: str) -> int:
+        kind = NodeKind.COMPUTE if stream.is_compute else NodeKind.COLLECTIVE
         nid = self.g.b.add(kind, resources=[stream], deps=list(deps), rank=self.s, name=name,
                            template=tmpl, stage=self.s)
         if kind == NodeKind.COMPUTE:
@@ -203,7 +191,7 @@ class _Stage:
         nbytes = g.step.block_out_bytes[g.last_block[min(self.s, dst)]]
         k = g.ops.kernel("p2p", float(nbytes), float(g.spans["pp"].cross_node))
         t = g.ops.template("pp_send", [(k, 1.0)], _PP)
-        g.b.add(NodeKind.SEND, resources=[f"pp{self.s}>{dst}"], deps=self._after_last(),
+        g.b.add(NodeKind.SEND, resources=[Stream.link(self.s, dst)], deps=self._after_last(),
                 rank=self.s, name="pp_send", node_id=nid, template=t, stage=self.s, peer=dst)
 
     def emit(self) -> int:
@@ -249,7 +237,7 @@ class _Shared:
         self.step, self.spec, self.par = step, spec, par
         self.ops = OpTable()
         self.b = GraphBuilder(f"traced {spec.name or step.name}")
-        self.spans = group_spans(par, gpus_per_node)
+        self.spans = RankLayout.of(par, gpus_per_node).spans()
         self.zero = par.zero_stage
         self.shard = par.dp_size if self.zero >= 1 else 1
         self.tmpl = [self._template(op) for op in step.ops]

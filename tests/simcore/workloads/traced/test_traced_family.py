@@ -15,6 +15,7 @@ from simcore.ir.graph import CommType, NodeKind
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import AcceleratorSpec, SystemSpec, TopologyDimSpec
 from simcore.traces.pytorch.api import write_step
+from simcore.workloads.layout import RankLayout
 from simcore.workloads.traced.family import TracedFamily, tiny_step
 from simcore.workloads.traced.generator import ddp_buckets
 from simcore.workloads.traced.spec import TracedSpec
@@ -87,10 +88,10 @@ def test_export_through_astra_equals_the_direct_astra_fidelity(tmp_path: Path, z
     """The data-parallel traced model exported to Chakra (one ET per rank) and run by the
     ASTRA-sim emulation (``simsweep astra``'s engine) ends when the direct engine with
     ASTRA-sim's costs says, to the ns."""
-    from search.commands.chakra import _astra_configs
     from simcore.emulator.inputs import read_comm_groups, read_network, read_system
     from simcore.emulator.load import read_programs
     from simcore.emulator.run import simulate_astra
+    from simcore.fidelity.astra.export_system import network_yaml, system_json
     from simcore.traces.chakra.export import write_comm_groups, write_traces
 
     spec, par = _spec(tmp_path), _plan(zero_stage=zero, dp_overlap=overlap)
@@ -99,14 +100,13 @@ def test_export_through_astra_equals_the_direct_astra_fidelity(tmp_path: Path, z
     cw = compile_workload(astra_workload(w))
     tdur = template_durations(cw, sb, par.precision)
     direct = evaluate_times(cw, astra_template_durations(cw.workload, par, [SYSTEM], tdur))
-    traces, groups = FAM.export_traces(w, par, np.asarray(tdur[:, 0]) * 1e6)
+    traces, groups = FAM.export_traces(w, RankLayout.of(par, SYSTEM.gpus_per_node), np.asarray(tdur[:, 0]) * 1e6)
     assert len(traces) == 16 and list(groups.values()) == [tuple(range(16))]
     out = str(tmp_path / "w")
     write_traces(out, [traces[r] for r in range(16)])
     write_comm_groups(f"{out}.comm_groups.json", groups)
-    sysjson, net = _astra_configs(SYSTEM)
-    Path(f"{out}.system.json").write_text(json.dumps(sysjson))
-    Path(f"{out}.network.yml").write_text(net)
+    Path(f"{out}.system.json").write_text(json.dumps(system_json(SYSTEM)))
+    Path(f"{out}.network.yml").write_text(network_yaml(SYSTEM))
     network = read_network(Path(f"{out}.network.yml"))
     got = simulate_astra(read_programs(out), read_system(Path(f"{out}.system.json")), network,
                          "unaware", read_comm_groups(Path(f"{out}.comm_groups.json"), network.npus))
@@ -223,10 +223,10 @@ def test_pipeline_stages_cut_between_the_named_blocks(tmp_path: Path) -> None:
 @pytest.mark.parametrize("pp,zero", [(2, 0), (4, 1)])
 def test_pipelined_export_through_astra_equals_the_direct_astra_fidelity(
         tmp_path: Path, pp: int, zero: int) -> None:
-    from search.commands.chakra import _astra_configs
     from simcore.emulator.inputs import read_comm_groups, read_network, read_system
     from simcore.emulator.load import read_programs
     from simcore.emulator.run import simulate_astra
+    from simcore.fidelity.astra.export_system import network_yaml, system_json
     from simcore.traces.chakra.export import write_comm_groups, write_traces
 
     spec = _gpt_with_blocks(tmp_path)
@@ -237,13 +237,12 @@ def test_pipelined_export_through_astra_equals_the_direct_astra_fidelity(
     cw = compile_workload(astra_workload(w))
     tdur = template_durations(cw, sb, par.precision)
     direct = evaluate_times(cw, astra_template_durations(cw.workload, par, [SYSTEM], tdur))
-    traces, groups = FAM.export_traces(w, par, np.asarray(tdur[:, 0]) * 1e6)
+    traces, groups = FAM.export_traces(w, RankLayout.of(par, SYSTEM.gpus_per_node), np.asarray(tdur[:, 0]) * 1e6)
     out = str(tmp_path / "w")
     write_traces(out, [traces[r] for r in range(16)])
     write_comm_groups(f"{out}.comm_groups.json", groups)
-    sysjson, net = _astra_configs(SYSTEM)
-    Path(f"{out}.system.json").write_text(json.dumps(sysjson))
-    Path(f"{out}.network.yml").write_text(net)
+    Path(f"{out}.system.json").write_text(json.dumps(system_json(SYSTEM)))
+    Path(f"{out}.network.yml").write_text(network_yaml(SYSTEM))
     network = read_network(Path(f"{out}.network.yml"))
     got = simulate_astra(read_programs(out), read_system(Path(f"{out}.system.json")), network,
                          "unaware", read_comm_groups(Path(f"{out}.comm_groups.json"), network.npus))
