@@ -83,8 +83,8 @@ def _astra_configs(system: Any) -> tuple[dict[str, Any], str]:
 def _export(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from search.build import build_specs
     from search.commands.simulate import compose
+    from search.config.build import build_specs
     from simcore.api import check_structure, compiled_workload
     from simcore.engine.evaluate import template_durations
     from simcore.errors import InputError

@@ -60,13 +60,13 @@ def _is_sweep(parser: Any, arg: str) -> bool:
 
 def _runner(cfg: Any) -> tuple[Any, Any, bool]:
     """(runner, pool, ray started here): ``ray.num_workers`` actors, or in-process."""
-    from search.design_eval import in_process_runner
+    from search.study.evaluate import in_process_runner
 
     if cfg.search.get("in_process", False) or "ray" not in cfg:
         return in_process_runner, None, False
     import numpy as np
 
-    from search.workers import SpecBatch, WorkerPool, init_ray
+    from search.run.workers import SpecBatch, WorkerPool, init_ray
 
     rc = cfg.ray
     workers = int(rc.num_workers)
@@ -106,11 +106,11 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     from search.commands.sweep import split_config_dir
-    from search.driver import compose_session
-    from search.schema import validate_config
-    from search.study_driver import prepare_search, run_search
-    from search.study_tracking import StudyTracking
-    from search.tracking import quiet_mlflow_logs
+    from search.config.schema import validate_config
+    from search.study.driver import prepare_search, run_search
+    from search.sweep.driver import compose_session
+    from search.tracking.client import quiet_mlflow_logs
+    from search.tracking.study import StudyTracking
 
     quiet_mlflow_logs()
     import optuna

@@ -1,7 +1,7 @@
 """``simsweep simulate [overrides] [--json] [--trace FILE]``: one design point.
 
 Composes the Hydra config (``conf/config.yaml``, overrides in Hydra's grammar) with the compose
-API, builds the specs (:mod:`search.build`) and calls :func:`simcore.api.simulate_batch` on a
+API, builds the specs (:mod:`search.config.build`) and calls :func:`simcore.api.simulate_batch` on a
 batch of one. Prints iteration time, breakdown, memory per GPU and MFU, or one JSON object;
 ``--trace FILE`` writes a Chrome-trace (Perfetto) timeline of the representative ranks.
 """
@@ -65,7 +65,7 @@ def _format(row: dict[str, Any], header: str) -> str:
 
 def main(argv: list[str]) -> int:
     """Run the command; returns the exit code."""
-    from search.build import build_specs
+    from search.config.build import build_specs
 
     args = _parse(argv)
     cfg = compose(list(args.overrides))

@@ -3,7 +3,7 @@
 Overrides use Hydra's grammar; sweep axes may be given on the command line
 (``parallel.tp=1,2,4,8 system.scaleout.bandwidth_GBps=range(25,401,25)``) or in a sweep file
 (``sweep=<name>`` selects ``conf/sweep/<name>.yaml``; its ``axes`` map keys to expressions).
-See :mod:`search.driver` for the pipeline and README "Sweeps" for examples.
+See :mod:`search.sweep.driver` for the pipeline and README "Sweeps" for examples.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    from search.driver import compose_session, run_sweep
-    from search.plan import make_plan
-    from search.tracking import quiet_mlflow_logs
+    from search.sweep.driver import compose_session, run_sweep
+    from search.sweep.plan import make_plan
+    from search.tracking.client import quiet_mlflow_logs
 
     quiet_mlflow_logs()
 
