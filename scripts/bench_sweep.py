@@ -32,8 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from search.run.workers import evaluate_batch
-from search.sweep.driver import compose_session, iter_batches, run_sweep
+from search.config.compose import compose_session
+from search.run.batch import evaluate_batch
+from search.sweep.driver import iter_batches, run_sweep
 from search.sweep.plan import make_plan
 from search.tracking.client import Tracker
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simcore.traces.chakra.et import read_trace
+from simcore.formats import read_trace
 
 _GIB_PER_GB = 1e9 / 2**30  # ASTRA-sim's network "GB/s" is GiB/s (reference §3)
 
@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from simcore.traces.chakra.json import trace_to_json
+    from simcore.formats import trace_to_json
 
     trace = read_trace(args.file, cache=False)
     out = sys.stdout
@@ -81,24 +81,12 @@ def _astra_configs(system: Any) -> tuple[dict[str, Any], str]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from search.commands.simulate import compose
     from search.config.build import build_specs
-    from simcore.api import check_structure, compiled_workload
-    from simcore.engine.evaluate import template_durations
-    from simcore.errors import InputError
-    from simcore.hardware import SystemBatch
-    from simcore.traces.chakra.export import write_comm_groups, write_traces
-    from simcore.workloads.transformer.export import transformer_to_traces
+    from search.config.compose import compose
+    from simcore.formats import workload_traces, write_comm_groups, write_traces
 
     model, parallel, system = build_specs(compose(list(args.overrides)))
-    par, reason = check_structure(model, parallel, system)
-    if par is None:
-        raise InputError("structure", model.name, reason)
-    cw = compiled_workload(model, parallel, system)
-    seconds = template_durations(cw, SystemBatch.from_specs([system]), par.precision)[:, 0]
-    traces, groups = transformer_to_traces(cw.workload, par, np.asarray(seconds) * 1e6)
+    traces, groups = workload_traces(model, parallel, system)
     out = str(args.out)
     paths = write_traces(out, [traces[r] for r in range(len(traces))])
     write_comm_groups(f"{out}.comm_groups.json", groups)
@@ -113,7 +101,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _collective(args: argparse.Namespace) -> int:
-    from simcore.network.collectives.et_graphs import build_collective, write_collective
+    from simcore.formats import build_collective, write_collective
 
     traces = build_collective(args.algorithm, args.collective, args.ranks, args.size, args.reduce_micros)
     paths = write_collective(args.out, traces)
@@ -122,8 +110,7 @@ def _collective(args: argparse.Namespace) -> int:
 
 
 def _msccl(args: argparse.Namespace) -> int:
-    from simcore.network.collectives.et_graphs import write_collective
-    from simcore.traces.msccl import msccl_to_traces
+    from simcore.formats import msccl_to_traces, write_collective
 
     paths = write_collective(args.out, msccl_to_traces(Path(args.xml), args.size))
     print(f"wrote {len(paths)} ET files {args.out}.<rank>.et")

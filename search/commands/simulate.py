@@ -1,7 +1,7 @@
 """``simsweep simulate [overrides] [--json] [--trace FILE]``: one design point.
 
 Composes the Hydra config (``conf/config.yaml``, overrides in Hydra's grammar) with the compose
-API, builds the specs (:mod:`search.config.build`) and calls :func:`simcore.api.simulate_batch` on a
+API (:mod:`search.config.compose`), builds the specs (:mod:`search.config.build`) and calls :func:`simcore.api.simulate_batch` on a
 batch of one. Prints iteration time, breakdown, memory per GPU and MFU, or one JSON object;
 ``--trace FILE`` writes a Chrome-trace (Perfetto) timeline of the representative ranks.
 """
@@ -13,28 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from simcore.api import check_structure, compiled_workload, simulate_batch
-from simcore.engine.evaluate import template_durations
-from simcore.engine.trace import chrome_trace
-from simcore.errors import InputError
-from simcore.hardware import SystemBatch
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-
-
-def compose(overrides: list[str], config_name: str = "config") -> Any:
-    """The composed config; a bad override or config is one :class:`InputError` line."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            return hydra_compose(config_name=config_name, overrides=overrides)
-    except Exception as err:  # hydra / omegaconf report config errors as exceptions
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError("overrides", " ".join(overrides), first) from err
+from search.config.build import build_specs
+from search.config.compose import compose
+from simcore.api import check_structure, simulate_batch
+from simcore.formats import chrome_trace
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -65,8 +47,6 @@ def _format(row: dict[str, Any], header: str) -> str:
 
 def main(argv: list[str]) -> int:
     """Run the command; returns the exit code."""
-    from search.config.build import build_specs
-
     args = _parse(argv)
     cfg = compose(list(args.overrides))
     model, parallel, system = build_specs(cfg)
@@ -74,9 +54,7 @@ def main(argv: list[str]) -> int:
     row = result.rows()[0]
     par, reason = check_structure(model, parallel, system)
     if args.trace and par is not None:
-        cw = compiled_workload(model, parallel, system)
-        tdur = template_durations(cw, SystemBatch.from_specs([system]), par.precision)
-        Path(args.trace).write_text(json.dumps(chrome_trace(cw, tdur[:, 0])))
+        Path(args.trace).write_text(json.dumps(chrome_trace(model, parallel, system)))
     if args.json:
         out = {"workload": model.name, "system": system.name, "num_gpus": system.num_gpus,
                **{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}}

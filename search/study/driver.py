@@ -3,7 +3,7 @@
 Pipeline (DESIGN.md "User-facing contract"): the search section of the composed config gives
 the space, objectives, sampler, budget and storage (:class:`SearchSetup`); the study is created
 or resumed (:mod:`search.study.storage`); batches of trials are evaluated by the sweep's Ray
-:class:`~search.workers.WorkerPool` (in-process when ``ray.num_workers=0``) through
+:class:`~search.run.workers.WorkerPool` (in-process when ``ray.num_workers=0``) through
 :class:`~search.design_eval.DesignEvaluator`; each told batch is logged as MLflow child runs
 (:mod:`search.tracking.study`); at the end the results table is rebuilt from the storage and the
 plots, best-trial tags and summary metrics go to the parent run. The study storage is written
@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,11 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
+from search.run.batch import Runner, in_process_runner
+from search.run.metrics import cost_spec_from
 from search.study.ask_tell import LoopStats, run_batches
-from search.study.evaluate import DesignEvaluator, Runner, in_process_runner
-from search.study.objectives import Objective, cost_spec_from, resolve_objectives
+from search.study.evaluate import DesignEvaluator
+from search.study.objectives import Objective, resolve_objectives
 from search.study.report import best_trials, write_plots, write_table
 from search.study.space import SearchSpace, default_parallel_space, parse_space
 from search.study.storage import (
@@ -38,7 +41,7 @@ from search.study.storage import (
 )
 from simcore.errors import InputError
 
-__all__ = ["SearchOutcome", "SearchSetup", "prepare_search", "run_search"]
+__all__ = ["SearchOutcome", "SearchSetup", "prepare_search", "run_search", "study_runner"]
 
 _KEYS = {"study_name", "output_dir", "storage", "resume", "sampler", "seed", "n_trials",
          "timeout_s", "batch_size", "objectives", "train_tokens", "n_startup_trials",
@@ -182,3 +185,16 @@ def run_search(setup: SearchSetup, tracking: Any | None = None) -> SearchOutcome
         stats.logging_s += time.perf_counter() - t0  # draining the background logger included
         stats.total_s += time.perf_counter() - t0
     return SearchOutcome(stats, best, table, plots, parent, error)
+
+
+@contextmanager
+def study_runner(cfg: DictConfig) -> Iterator[Runner]:
+    """The runner of a study: ``ray.num_workers`` Ray actors (:func:`search.run.workers.ray_pool`),
+    or this process when ``search.in_process=true`` or the config has no ``ray`` group."""
+    if cfg.search.get("in_process", False) or "ray" not in cfg:
+        yield in_process_runner
+        return
+    from search.run.workers import pool_runner, ray_pool
+
+    with ray_pool(cfg.ray) as pool:
+        yield pool_runner(pool)

@@ -10,9 +10,9 @@ One call evaluates a batch of trials (DESIGN.md, "The vectorized engine"):
    parallelization is resolved against ``system.num_gpus`` (dp, batch divisibility); any
    :class:`~simcore.errors.InputError` on the way is the trial's infeasibility reason;
 3. points are grouped by graph structure (``simcore.api.structure_key`` plus model and
-   parallelization) into :class:`Group` s, one ``simulate_batch`` call each, run by ``runner``
-   (in-process, or on the sweep's Ray :class:`~search.workers.WorkerPool`: see
-   :mod:`search.commands.optimize`);
+   parallelization) into :class:`~search.run.batch.SpecBatch` es, one ``simulate_batch`` call
+   each, run by ``runner`` (in process, or on the sweep's Ray pool:
+   :func:`search.run.workers.pool_runner`);
 4. metrics get cost, power and throughput (:func:`search.study.objectives.design_metrics`) and become
    objective values and constraints (:func:`search.study.objectives.outcome_of`).
 """
@@ -25,54 +25,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 from omegaconf import DictConfig, OmegaConf
 
+from search.config.build import build_specs, set_path
+from search.run.batch import Columns, Runner, SpecBatch, in_process_runner, systems_batch
 from search.study.ask_tell import TrialOutcome
 from search.study.objectives import Objective, design_metrics, infeasible_outcome, outcome_of
 from search.study.space import SearchSpace, evaluate_derived
 from simcore.cost import ClusterCostSpec
 from simcore.errors import InputError
 
-__all__ = ["DesignEvaluator", "Group", "Runner", "in_process_runner", "result_columns"]
+__all__ = ["DesignEvaluator", "Runner", "in_process_runner"]
 
-Columns = dict[str, NDArray[Any]]
 _MISSING = object()
-
-
-@dataclass(frozen=True, eq=False)
-class Group:
-    """Design points that share one graph structure: one ``simulate_batch`` call."""
-
-    label: str
-    model: Any
-    parallel: Any
-    systems: tuple[Any, ...]
-    fidelity: str = "calibrated"
-
-
-Runner = Callable[[list[Group]], list[Columns]]  # groups -> result columns, same order
-
-
-def result_columns(result: Any) -> Columns:
-    """A :class:`~simcore.engine.result.BatchResult` as flat (B,) columns."""
-    from simcore.engine.result import METRICS
-
-    cols: Columns = {name: np.asarray(getattr(result, name), dtype=np.float64)
-                     for name in METRICS}
-    for kind, values in sorted(result.exposed_comm_by_kind.items()):
-        cols[f"exposed_comm_{kind}_s"] = np.asarray(values, dtype=np.float64)
-    cols["feasible"] = np.asarray(result.feasible, dtype=bool)
-    cols["reason"] = np.asarray(list(result.reason), dtype=object)
-    return cols
-
-
-def in_process_runner(groups: list[Group]) -> list[Columns]:
-    """Evaluate groups in this process (tests, benchmarks, ``ray.num_workers=0``)."""
-    from simcore.api import simulate_batch
-
-    return [result_columns(simulate_batch(g.model, g.parallel, list(g.systems), g.fidelity))
-            for g in groups]
 
 
 @dataclass
@@ -82,21 +47,6 @@ class _Point:
     parallel: Any = None
     system: Any = None
     reason: str = ""
-
-
-def _replace_path(spec: Any, path: Sequence[str], value: Any) -> Any:
-    if (not dataclasses.is_dataclass(spec) or isinstance(spec, type)
-            or path[0] not in {f.name for f in dataclasses.fields(spec)}):
-        raise InputError("system." + ".".join(path), value, "not a system field")
-    if len(path) == 1:
-        current = getattr(spec, path[0])
-        if isinstance(current, int) and not isinstance(current, bool) and isinstance(value, float):
-            value = int(value) if value.is_integer() else value
-        elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        return dataclasses.replace(spec, **{path[0]: value})
-    inner = _replace_path(getattr(spec, path[0]), path[1:], value)
-    return dataclasses.replace(spec, **{path[0]: inner})
 
 
 class DesignEvaluator:
@@ -150,8 +100,6 @@ class DesignEvaluator:
 
     def _structural(self, items: tuple[tuple[str, Any], ...]) -> tuple[Any, Any, Any] | str:
         if items not in self._built:
-            from search.config.build import build_specs
-
             cfg = self.base_cfg.copy()
             try:
                 for key, value in items:
@@ -177,7 +125,7 @@ class DesignEvaluator:
         try:
             for key, value in values.items():
                 if key.startswith("system."):
-                    system = _replace_path(system, key.split(".")[1:], value)
+                    system = set_path(system, key.split(".")[1:], value, key, "system")
             if "parallel.dp" not in values and self.base_cfg.parallel.get("dp") is None:
                 parallel = dataclasses.replace(parallel, dp=None)  # re-derive for num_gpus
             parallel = parallel.resolve(system.num_gpus)
@@ -185,18 +133,21 @@ class DesignEvaluator:
             return _Point(index, reason=f"invalid: {err}")
         return _Point(index, model, parallel, system)
 
-    def _groups(self, points: list[_Point]) -> list[tuple[Group, list[_Point]]]:
+    def _groups(self, points: list[_Point]) -> list[tuple[SpecBatch, list[_Point]]]:
         from simcore.api import structure_key
 
         groups: dict[str, list[_Point]] = {}
         for p in points:
             key = f"{p.model!r}|{p.parallel!r}|{structure_key(p.model, p.parallel, p.system)!r}"
             groups.setdefault(key, []).append(p)
-        self.n_batches += len(groups)
         fidelity = str(self.base_cfg.get("fidelity", "calibrated"))
-        return [(Group(label, members[0].model, members[0].parallel,
-                       tuple(p.system for p in members), fidelity), members)
-                for label, members in groups.items()]
+        out = []
+        for label, members in groups.items():
+            self.n_batches += 1
+            out.append((systems_batch(self.n_batches, label[-64:], members[0].model,
+                                      members[0].parallel, [p.system for p in members], fidelity),
+                        members))
+        return out
 
     def __call__(self, points: list[dict[str, Any]]) -> list[TrialOutcome]:
         """Evaluate one batch of trials; infeasible ones never raise.

@@ -7,7 +7,8 @@ Metrics of a design point (stable names, as logged to MLflow):
 * ``tokens_per_s`` = global_batch x seq_len / iteration_time_s;
   ``time_to_train_days`` = ``search.train_tokens`` / tokens_per_s / 86,400;
 * ``capex_usd``, ``power_kw`` (facility, with PUE), ``usd_per_hour``, ``cost_usd_per_iter``,
-  ``energy_kwh_per_iter``, ``cost_usd_to_train`` from :func:`simcore.cost.cluster_cost`;
+  ``energy_kwh_per_iter``, ``cost_usd_to_train`` from :func:`simcore.cost.cluster_cost`
+  (:func:`search.run.metrics.cluster_money`);
 * ``memory_headroom_gib`` = HBM capacity - peak memory per GPU.
 
 Any of them is an objective, with the direction in :data:`OBJECTIVES`. Constraints (Optuna's
@@ -26,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from search.run.metrics import cluster_money
 from search.study.ask_tell import TrialOutcome
-from simcore.cost import ClusterCostSpec, cluster_cost
+from simcore.cost import ClusterCostSpec
 from simcore.errors import InputError
 from simcore.specs.system import SystemSpec
 
@@ -87,20 +89,6 @@ def resolve_objectives(names: Sequence[str]) -> list[Objective]:
     return [Objective(n, OBJECTIVES[n]) for n in names]
 
 
-def cost_spec_from(cfg: Mapping[str, Any]) -> ClusterCostSpec:
-    """``search.cost`` (a plain mapping) -> :class:`ClusterCostSpec`."""
-    known = set(ClusterCostSpec.__dataclass_fields__)
-    for key in cfg:
-        if key not in known:
-            raise InputError(f"search.cost.{key}", cfg[key], "unknown cost key")
-    try:
-        return ClusterCostSpec(**dict(cfg))
-    except InputError as err:
-        raise InputError(f"search.cost.{err.key}", err.value, err.rule) from None
-    except TypeError as err:  # a missing key
-        raise InputError("search.cost", sorted(cfg), str(err)) from None
-
-
 def design_metrics(
     rows: Sequence[Mapping[str, Any]],
     systems: Sequence[SystemSpec],
@@ -112,15 +100,7 @@ def design_metrics(
     time_s = np.array([float(r["iteration_time_s"]) for r in rows])
     peak_gib = np.array([float(r["peak_memory_gib"]) for r in rows])
     capacity_gib = np.array([s.accelerator.hbm_capacity_gib for s in systems])
-    money = cluster_cost(
-        num_gpus=[s.num_gpus for s in systems],
-        gpus_per_node=[s.gpus_per_node for s in systems],
-        scaleup_bandwidth_GBps=[s.scaleup.bandwidth_GBps for s in systems],
-        scaleout_bandwidth_GBps=[s.scaleout.bandwidth_GBps for s in systems],
-        accelerator_price_usd=[s.accelerator.price_usd for s in systems],
-        accelerator_tdp_w=[s.accelerator.tdp_w for s in systems],
-        spec=cost,
-    )
+    money = cluster_money(systems, cost)
     with np.errstate(divide="ignore", invalid="ignore"):
         tokens_per_s = np.asarray(tokens_per_iter, dtype=np.float64) / time_s
         train_s = train_tokens / tokens_per_s

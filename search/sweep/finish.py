@@ -12,18 +12,16 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from search.run.tables import ResultsStore, format_summary, summarize
+from search.sweep.output import MANIFEST, SweepOutcome, write_manifest
 from search.tracking.client import Tracker, flatten_params
 from search.tracking.publish import PointLogger, publish_sweep
-
-if TYPE_CHECKING:
-    from search.sweep.driver import SweepOutcome
 
 __all__ = ["LiveTracking", "finish_sweep", "publish_folder", "start_tracking"]
 
@@ -56,7 +54,6 @@ def _parent(tracker: Tracker, manifest: dict[str, Any], out: Path, config: dict[
 def start_tracking(cfg: DictConfig, manifest: dict[str, Any], out: Path, num_points: int,
                    axes: list[str], outcome: SweepOutcome) -> LiveTracking | None:
     """Open the parent run (found again on resume); stream child runs when under the limit."""
-    from search.sweep.driver import write_manifest
 
     tc = cfg.tracking
     if not tc.enabled:
@@ -99,7 +96,6 @@ def _artifacts(out: Path, frame: pl.DataFrame, axes: list[str], objective: str,
 def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: ResultsStore,
                  track: LiveTracking | None, outcome: SweepOutcome) -> None:
     """Consolidate and summarize the table; publish it to the parent run when tracking is up."""
-    from search.sweep.driver import write_manifest
 
     frame = store.consolidate(out / "results.parquet")
     axes = list(manifest["axes"])
@@ -136,7 +132,6 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
 
 def publish_folder(out: Path, uri: str | None = None) -> dict[str, int]:
     """Log a finished (or partial) sweep folder to MLflow; idempotent (``simsweep sync``)."""
-    from search.sweep.driver import MANIFEST, write_manifest
 
     manifest = json.loads((out / MANIFEST).read_text())
     config = yaml.safe_load((out / "config.yaml").read_text())

@@ -22,7 +22,6 @@ import dataclasses
 import hashlib
 import json
 import re
-import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,9 +30,9 @@ import numpy as np
 from numpy.typing import NDArray
 from omegaconf import DictConfig, OmegaConf
 
+from search.config.build import build_specs, coerce_column, field_type, set_path
 from search.config.schema import validate_config
 from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random
-from simcore.errors import InputError
 
 __all__ = ["Combo", "SweepPlan", "format_value", "make_plan"]
 
@@ -114,8 +113,6 @@ def _sim_config_hash(cfg: DictConfig) -> str:
 
 
 def _build(cfg: DictConfig) -> tuple[Any, Any, Any]:
-    from search.config.build import build_specs
-
     model, parallel, system = build_specs(cfg)
     return model, parallel, system
 
@@ -126,49 +123,22 @@ def _structure(model: Any, parallel: Any, system: Any) -> str:
     return repr(structure_key(model, parallel, system))
 
 
-def _field_type(root: type, path: tuple[str, ...]) -> Any | None:
-    """Type of the field at ``path`` inside dataclass ``root`` (None when not a field)."""
-    tp: Any = root
-    for name in path:
-        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
-            return None
-        hints = typing.get_type_hints(tp)
-        if name not in hints:
-            return None
-        tp = hints[name]
-    return tp
-
-
-def _coerce(values: NDArray[Any], tp: Any, key: str) -> NDArray[Any]:
-    if tp is float:
-        if values.dtype.kind not in "iuf":
-            raise InputError(key, values[0], "must be a number")
-        return values.astype(np.float64)
-    if tp is int and values.dtype.kind not in "iu":
-        raise InputError(key, values[0], "must be an integer")
-    if tp is str:
-        return values.astype(object)
-    return values
-
-
 def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray[Any]]) -> dict[str, str]:
     """Axis key -> SystemSpec path for system leaves that keep the graph structure."""
-    from search.run.workers import _set_path
-
     out: dict[str, str] = {}
     base_key = _structure(base.model, base.parallel, base.system)
     for ax in axes:
         if ax.is_group or not ax.key.startswith("system."):
             continue
         path = tuple(ax.key.split(".")[1:])
-        tp = _field_type(type(base.system), path)
+        tp = field_type(type(base.system), path)
         if tp is None or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
             continue  # not a leaf field: let composition report it
-        col = _coerce(columns[ax.key], tp, ax.key)
+        col = coerce_column(columns[ax.key], tp, ax.key)
         columns[ax.key] = col
         structural = False
         for value in np.unique(col).tolist():
-            spec = _set_path(base.system, path, value)  # raises InputError on a bad value
+            spec = set_path(base.system, path, value)  # raises InputError on a bad value
             structural |= _structure(base.model, base.parallel, spec) != base_key
         if not structural:
             out[ax.key] = ".".join(path)

@@ -14,8 +14,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from search.config.build import build_specs
+from search.config.compose import compose_session
 from search.config.schema import validate_config
-from search.sweep.driver import compose_session
 from simcore.errors import InputError
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

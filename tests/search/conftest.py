@@ -15,7 +15,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def _plan_for(*overrides: str) -> Any:
-    from search.sweep.driver import compose_session
+    from search.config.compose import compose_session
     from search.sweep.plan import make_plan
 
     compose, options = compose_session(CONF)

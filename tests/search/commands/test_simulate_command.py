@@ -7,8 +7,8 @@ import json
 import pytest
 
 from search.cli import main
-from search.commands.simulate import compose
 from search.config.build import build_specs
+from search.config.compose import compose
 from simcore.errors import InputError
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from search.run.workers import SpecBatch, evaluate_batch, materialize_systems
+from search.run.batch import SpecBatch, evaluate_batch, materialize_systems
 from simcore.api import simulate_batch
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec

@@ -17,8 +17,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from search.run.metrics import cost_spec_from
 from search.study.evaluate import DesignEvaluator, in_process_runner
-from search.study.objectives import cost_spec_from, resolve_objectives
+from search.study.objectives import resolve_objectives
 from search.study.quality import enumerate_space, score_search
 from search.study.space import parse_space
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from search.cli import main
-from search.run.workers import evaluate_batch, materialize_systems
+from search.run.batch import evaluate_batch, materialize_systems
 from search.sweep.driver import iter_batches
 
 
@@ -60,7 +60,7 @@ def test_sweep_over_collective_and_memory_groups(plan_for) -> None:  # type: ign
 
 def test_system_memory_axis_is_vectorized_and_equals_a_full_composition(plan_for) -> None:  # type: ignore[no-untyped-def]
     from search.config.build import build_specs
-    from search.sweep.driver import compose_session
+    from search.config.compose import compose_session
     from search.sweep.plan import format_value
     from tests.search.conftest import CONF
 

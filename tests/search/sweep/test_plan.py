@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from search.config.build import build_specs
-from search.run.workers import materialize_systems
+from search.run.batch import materialize_systems
 from search.sweep.driver import iter_batches, prepare_output
 from search.sweep.plan import format_value
 from simcore.errors import InputError
@@ -27,7 +27,7 @@ def test_hardware_axes_are_replaced_and_equal_a_full_composition_per_point(plan_
                              "system.accelerator.hbm_bandwidth_GBps":
                                  "accelerator.hbm_bandwidth_GBps"}
     assert plan.columns["system.scaleout.bandwidth_GBps"].dtype == np.float64  # float field
-    from search.sweep.driver import compose_session
+    from search.config.compose import compose_session
 
     compose = compose_session(CONF)[0]
     seen = 0
@@ -102,7 +102,7 @@ def test_random_mode_draws_seeded_points_including_structural_axes(plan_for):
 
 def test_fidelity_axis_splits_batches_and_reaches_the_simulator(plan_for):
     """A sweep over ``fidelity`` evaluates each point in the mode it names (not always calibrated)."""
-    from search.run.workers import evaluate_batch
+    from search.run.batch import evaluate_batch
     from simcore.api import simulate_batch
 
     plan = plan_for("system.num_gpus=16", "parallel.tp=2", "parallel.pp=2",

@@ -63,7 +63,7 @@ def test_sweep_lands_every_point_in_parquet_and_mlflow(ray_local, plan_for, tmp_
 
 def test_table_values_equal_a_fresh_single_point_evaluation(ray_local, plan_for, tmp_path):
     from search.config.build import build_specs
-    from search.sweep.driver import compose_session
+    from search.config.compose import compose_session
     from simcore.api import simulate_batch
 
     plan = plan_for(*AXES, "tracking.enabled=false", f"sweep.output_dir={tmp_path}")
