@@ -99,7 +99,7 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
     inside a full ``replace`` of the base system (so every SystemSpec rule that involves it is
     checked); a point then combines validated fields without re-running the checks. This is
     exact because SystemSpec's rules each involve one such field and structural fields only
-    (``num_gpus``, ``gpus_per_node``, which a batch never changes); ``tests/search/test_plan.py``
+    (``num_gpus``, ``gpus_per_node``, which a batch never changes); ``tests/search/sweep/test_plan.py``
     compares every point against a full Hydra composition. A point with an invalid value gets
     ``None`` and the one-line error message.
     """

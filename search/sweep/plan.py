@@ -10,7 +10,7 @@ the graph structure and differ only in numbers). Axes are split in two kinds:
   SystemSpec field by field inside the worker, so 10^5 points cost 10^5 small dataclass
   replacements, not 10^5 Hydra compositions. Every distinct hardware value is checked before
   any work (schema type, then the spec's own rules on the base system), and
-  ``tests/search/test_plan.py`` checks that base+replace equals a full composition per point.
+  ``tests/search/sweep/test_plan.py`` checks that base+replace equals a full composition per point.
 
 Each point gets a stable ``point_hash`` (its composed structural config and hardware values)
 and the sweep a ``sweep_hash``; resume and MLflow de-duplication rely on both.
