@@ -29,10 +29,11 @@ import optuna
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from search.design_eval import DesignEvaluator, in_process_runner
-from search.objectives import cost_spec_from, resolve_objectives
-from search.quality import enumerate_space, score_search
-from search.search_space import SearchSpace, parse_space
+from search.run.metrics import cost_spec_from
+from search.study.evaluate import DesignEvaluator, in_process_runner
+from search.study.objectives import resolve_objectives
+from search.study.quality import enumerate_space, score_search
+from search.study.space import SearchSpace, parse_space
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SPACE = {
@@ -105,8 +106,8 @@ def _quality_row(space: SearchSpace, ev: DesignEvaluator, truth: Any, sampler: s
 
 
 def overhead(n_trials: int) -> None:
-    from search.study_driver import prepare_search, run_search
-    from search.study_tracking import StudyTracking
+    from search.study.driver import prepare_search, run_search
+    from search.tracking.study import StudyTracking
 
     print(f"\noverhead: {n_trials} trials, gpt_tiny on 16 GPUs, TPE, buffered journal, "
           "MLflow SQLite child run per trial")

@@ -32,10 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from search.driver import compose_session, iter_batches, run_sweep
-from search.plan import make_plan
-from search.tracking import Tracker
-from search.workers import evaluate_batch
+from search.config.compose import compose_session
+from search.run.batch import evaluate_batch
+from search.sweep.driver import iter_batches, run_sweep
+from search.sweep.plan import make_plan
+from search.tracking.client import Tracker
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 HARDWARE = [

@@ -10,14 +10,14 @@ import argparse
 import sys
 import warnings
 
-from simcore.emulator.inputs import (
+from simcore.formats import (
     read_comm_groups,
     read_network,
+    read_programs,
     read_remote_memory,
     read_system,
+    simulate_astra,
 )
-from simcore.emulator.load import read_programs
-from simcore.emulator.run import simulate_astra
 
 
 def _parser() -> argparse.ArgumentParser:

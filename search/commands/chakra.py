@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from simcore.traces.chakra.et import read_trace
+from simcore.formats import read_trace
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from simcore.traces.chakra.json import trace_to_json
+    from simcore.formats import trace_to_json
 
     trace = read_trace(args.file, cache=False)
     out = sys.stdout
@@ -57,32 +57,23 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from search.build import build_specs
-    from search.commands.simulate import compose
-    from simcore.api import check_structure, compiled_workload
-    from simcore.engine.evaluate import template_durations
-    from simcore.errors import InputError
-    from simcore.fidelity.astra.export_system import network_yaml, system_json
-    from simcore.hardware import SystemBatch
-    from simcore.traces.chakra.export import write_comm_groups, write_traces
-    from simcore.workloads import family_of
-    from simcore.workloads.layout import RankLayout
+    from search.config.build import build_specs
+    from search.config.compose import compose
+    from simcore.formats import (
+        astra_system_files,
+        workload_traces,
+        write_comm_groups,
+        write_traces,
+    )
 
     model, parallel, system = build_specs(compose(list(args.overrides)))
-    par, reason = check_structure(model, parallel, system)
-    if par is None:
-        raise InputError("structure", model.name, reason)
-    cw = compiled_workload(model, parallel, system)
-    seconds = template_durations(cw, SystemBatch.from_specs([system]), par.precision)[:, 0]
-    layout = RankLayout.of(par, system.gpus_per_node)
-    traces, groups = family_of(model).export_traces(cw.workload, layout, np.asarray(seconds) * 1e6)
+    traces, groups = workload_traces(model, parallel, system)
+    system_json, network_yaml = astra_system_files(system)
     out = str(args.out)
     paths = write_traces(out, [traces[r] for r in range(len(traces))])
     write_comm_groups(f"{out}.comm_groups.json", groups)
-    Path(f"{out}.system.json").write_text(json.dumps(system_json(system), indent=1) + "\n")
-    Path(f"{out}.network.yml").write_text(network_yaml(system))
+    Path(f"{out}.system.json").write_text(json.dumps(system_json, indent=1) + "\n")
+    Path(f"{out}.network.yml").write_text(network_yaml)
     Path(f"{out}.remote_memory.json").write_text(
         json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n")
     nodes = sum(t.num_nodes for t in traces.values())
@@ -98,7 +89,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _collective(args: argparse.Namespace) -> int:
-    from simcore.network.collectives.et_graphs import build_collective, write_collective
+    from simcore.formats import build_collective, write_collective
 
     traces = build_collective(args.algorithm, args.collective, args.ranks, args.size, args.reduce_micros)
     paths = write_collective(args.out, traces)
@@ -107,8 +98,7 @@ def _collective(args: argparse.Namespace) -> int:
 
 
 def _msccl(args: argparse.Namespace) -> int:
-    from simcore.network.collectives.et_graphs import write_collective
-    from simcore.traces.msccl import msccl_to_traces
+    from simcore.formats import msccl_to_traces, write_collective
 
     paths = write_collective(args.out, msccl_to_traces(Path(args.xml), args.size))
     print(f"wrote {len(paths)} ET files {args.out}.<rank>.et")

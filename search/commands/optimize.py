@@ -58,36 +58,6 @@ def _is_sweep(parser: Any, arg: str) -> bool:
         return False
 
 
-def _runner(cfg: Any) -> tuple[Any, Any, bool]:
-    """(runner, pool, ray started here): ``ray.num_workers`` actors, or in-process."""
-    from search.design_eval import in_process_runner
-
-    if cfg.search.get("in_process", False) or "ray" not in cfg:
-        return in_process_runner, None, False
-    import numpy as np
-
-    from search.workers import SpecBatch, WorkerPool, init_ray
-
-    rc = cfg.ray
-    workers = int(rc.num_workers)
-    started = init_ray(rc.get("address"), rc.get("num_cpus") or workers, str(rc.temp_dir),
-                       rc.get("ship_project"), dict(rc.get("env_vars") or {}))
-    pool = WorkerPool(workers, int(rc.inflight_per_worker), int(rc.max_batch_retries))
-    counter = iter(range(1, 1 << 62))
-
-    def run(groups: list[Any]) -> list[Any]:
-        batches = [SpecBatch(batch_id=next(counter), group=g.label[-64:],
-                             point_ids=np.arange(len(g.systems), dtype=np.int64),
-                             model=g.model, parallel=g.parallel, bases=g.systems,
-                             base_index=np.arange(len(g.systems), dtype=np.int64),
-                             fidelity=g.fidelity)
-                   for g in groups]
-        by_id = {out.batch_id: out.columns for out in pool.imap_unordered(batches)}
-        return [by_id[b.batch_id] for b in batches]
-
-    return run, pool, started
-
-
 def _print_best(setup: Any, outcome: Any) -> None:
     names = [o.name for o in setup.objectives]
     label = "best trial" if len(names) == 1 else f"Pareto front ({len(outcome.best)} trials)"
@@ -105,12 +75,11 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    from search.commands.sweep import split_config_dir
-    from search.driver import compose_session
-    from search.schema import validate_config
-    from search.study_driver import prepare_search, run_search
-    from search.study_tracking import StudyTracking
-    from search.tracking import quiet_mlflow_logs
+    from search.config.compose import compose_session, split_config_dir
+    from search.config.schema import validate_config
+    from search.study.driver import prepare_search, run_search, study_runner
+    from search.tracking.client import quiet_mlflow_logs
+    from search.tracking.study import StudyTracking
 
     quiet_mlflow_logs()
     import optuna
@@ -124,22 +93,14 @@ def main(argv: list[str]) -> int:
     if "search" not in cfg:
         raise InputError("search", None, "the config has no search group (conf/search/)")
     setup = prepare_search(cfg, None, space, derived)  # every input checked before Ray starts
-    runner, pool, started = _runner(cfg)
-    setup.evaluator.runner = runner
-    try:
+    with study_runner(cfg) as runner:
+        setup.evaluator.runner = runner
         print(f"search {setup.study_name}: {len(setup.space.distributions)} dimension(s) "
               f"({', '.join(setup.space.distributions)}), sampler {cfg.search.sampler}, "
               f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
         tracking = StudyTracking(cfg, setup.study_name, setup.output_dir, setup.objectives) \
             if cfg.tracking.get("enabled", False) else None
         outcome = run_search(setup, tracking)
-    finally:
-        if pool is not None:
-            pool.close()
-        if started:
-            import ray
-
-            ray.shutdown()
     stats = outcome.stats
     print(f"evaluated {stats.n_evaluated} trial(s) ({stats.n_recovered} recovered from a killed "
           f"driver, {stats.n_infeasible} infeasible) in {stats.total_s:.1f} s "

@@ -1,7 +1,7 @@
 """``simsweep simulate [overrides] [--json] [--trace FILE]``: one design point.
 
 Composes the Hydra config (``conf/config.yaml``, overrides in Hydra's grammar) with the compose
-API, builds the specs (:mod:`search.build`) and calls :func:`simcore.api.simulate_batch` on a
+API (:mod:`search.config.compose`), builds the specs (:mod:`search.config.build`) and calls :func:`simcore.api.simulate_batch` on a
 batch of one. Prints iteration time, breakdown, memory per GPU and MFU, or one JSON object;
 ``--trace FILE`` writes a Chrome-trace (Perfetto) timeline of the representative ranks, as the
 configured fidelity schedules them (its last event ends at the printed iteration time).
@@ -14,26 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from simcore.api import check_structure, evaluated_durations, simulate_batch
-from simcore.engine.trace import chrome_trace
-from simcore.errors import InputError
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-
-
-def compose(overrides: list[str], config_name: str = "config") -> Any:
-    """The composed config; a bad override or config is one :class:`InputError` line."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            return hydra_compose(config_name=config_name, overrides=overrides)
-    except Exception as err:  # hydra / omegaconf report config errors as exceptions
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError("overrides", " ".join(overrides), first) from err
+from search.config.build import build_specs
+from search.config.compose import compose
+from simcore.api import check_structure, simulate_batch
+from simcore.formats import chrome_trace
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -64,8 +48,6 @@ def _format(row: dict[str, Any], header: str) -> str:
 
 def main(argv: list[str]) -> int:
     """Run the command; returns the exit code."""
-    from search.build import build_specs
-
     args = _parse(argv)
     cfg = compose(list(args.overrides))
     model, parallel, system = build_specs(cfg)
@@ -74,8 +56,7 @@ def main(argv: list[str]) -> int:
     row = result.rows()[0]
     par, reason = check_structure(model, parallel, system)
     if args.trace and par is not None:
-        cw, tdur, slowdown = evaluated_durations(model, parallel, system, fidelity)
-        Path(args.trace).write_text(json.dumps(chrome_trace(cw, tdur, slowdown)))
+        Path(args.trace).write_text(json.dumps(chrome_trace(model, parallel, system, fidelity)))
     if args.json:
         out = {"workload": model.name, "system": system.name, "num_gpus": system.num_gpus,
                **{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}}

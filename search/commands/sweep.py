@@ -3,39 +3,14 @@
 Overrides use Hydra's grammar; sweep axes may be given on the command line
 (``parallel.tp=1,2,4,8 system.scaleout.bandwidth_GBps=range(25,401,25)``) or in a sweep file
 (``sweep=<name>`` selects ``conf/sweep/<name>.yaml``; its ``axes`` map keys to expressions).
-See :mod:`search.driver` for the pipeline and README "Sweeps" for examples.
+See :mod:`search.sweep.driver` for the pipeline and README "Sweeps" for examples.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
-__all__ = ["default_config_dir", "main"]
-
-
-def default_config_dir() -> Path:
-    """``$SIMSWEEP_CONFIG_DIR``, else the project's ``conf/`` next to the ``search`` package."""
-    env = os.environ.get("SIMSWEEP_CONFIG_DIR")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parents[2] / "conf"
-    return here if here.is_dir() else Path.cwd() / "conf"
-
-
-def split_config_dir(argv: list[str]) -> tuple[Path, list[str]]:
-    """Pop ``--config-dir DIR`` (or ``--config-dir=DIR``) from ``argv``."""
-    rest, conf = [], default_config_dir()
-    it = iter(argv)
-    for arg in it:
-        if arg == "--config-dir":
-            conf = Path(next(it, "."))
-        elif arg.startswith("--config-dir="):
-            conf = Path(arg.split("=", 1)[1])
-        else:
-            rest.append(arg)
-    return conf, rest
+__all__ = ["main"]
 
 
 def main(argv: list[str]) -> int:
@@ -43,9 +18,10 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    from search.driver import compose_session, run_sweep
-    from search.plan import make_plan
-    from search.tracking import quiet_mlflow_logs
+    from search.config.compose import compose_session, split_config_dir
+    from search.sweep.driver import run_sweep
+    from search.sweep.plan import make_plan
+    from search.tracking.client import quiet_mlflow_logs
 
     quiet_mlflow_logs()
 

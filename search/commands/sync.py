@@ -2,7 +2,7 @@
 
 For sweeps that ran while the tracking server was unreachable (``tracking_synced: false`` in the
 folder's ``sweep.json``), or that were interrupted. Idempotent: runs are found by their tags
-(:mod:`search.tracking`), so syncing twice creates nothing new.
+(:mod:`search.tracking.client`), so syncing twice creates nothing new.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
-    from search.finish import publish_folder
+    from search.sweep.finish import publish_folder
 
     uri = None
     folders: list[Path] = []

@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
         return _import(args.import_et, args.out, args.ranks)
     if not args.model or not args.input_shape:
         raise InputError("simsweep trace", argv, "needs a model and --input-shape (or --import-et)")
-    from simcore.traces.pytorch.api import trace_model, write_step
+    from simcore.formats import trace_model, write_step
 
     t0 = time.perf_counter()
     step = trace_model(args.model, args.input_shape, dtype=args.dtype, optimizer=args.optimizer,
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
 
 
 def _import(path: str, out: str, ranks: int) -> int:
-    from simcore.traces.pytorch.api import import_execution_trace
+    from simcore.formats import import_execution_trace
 
     if ranks < 1:
         raise InputError("--ranks", ranks, "must be >= 1")

@@ -15,7 +15,7 @@ __all__ = ["main", "ui_command"]
 
 def ui_command(argv: list[str]) -> list[str]:
     """The ``mlflow ui`` command line for ``argv``."""
-    from search.tracking import default_store
+    from search.tracking.client import default_store
 
     opts = {"--host": "127.0.0.1", "--port": "5000", "--uri": None}
     it = iter(argv)

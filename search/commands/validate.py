@@ -1,7 +1,7 @@
 """``simsweep validate --cases F.csv --out P.csv``: predict published training runs, report errors.
 
 Reads a cases file (schema: shared/validation/CASES.md; extra columns ignored), builds each
-case's ModelSpec / ParallelSpec / SystemSpec (the cluster preset of ``conf/system`` whose
+case's ModelSpec / ParallelSpec / SystemSpec (:mod:`search.config.cases`: the cluster preset of ``conf/system`` whose
 accelerator is the case's ``gpu``, with the case's GPU count, GPUs per node and scale-out line
 rate), runs ``simcore.api.simulate_batch`` and writes one prediction row per case. A bad row is
 reported with ``status=error`` and its reason; it never stops the others. When a measured file
@@ -20,109 +20,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
+from search.config.cases import (
+    ATTENTION_IMPLS,
+    FLASH_ERA_GPUS,
+    MODEL_KEYS,
+    PLAN_KEYS,
+    attention_impl,
+    build_case,
+    cluster_for,
+)
 from simcore.errors import InputError
-from simcore.specs.system import SystemSpec, system_from_dict
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+__all__ = ["ATTENTION_IMPLS", "FLASH_ERA_GPUS", "OUT_COLUMNS", "attention_impl", "build_case",
+           "cluster_for", "main", "predict", "report", "spearman"]
+
 OUT_COLUMNS = ("case_id", "iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib",
                "fits_memory", "status", "error")
-_INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
-        "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
-        "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers")
-_BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
-_MODEL_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size",
-               "seq_len", "vocab_size")
-_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
-              "sequence_parallel", "recompute", "zero_stage", "dp_overlap", "tp_comm_overlap",
-              "precision")
-
-
-def _field(row: dict[str, str], key: str) -> Any:
-    raw = (row.get(key) or "").strip()
-    if raw == "":
-        raise InputError(key, raw, "required column is empty or missing")
-    if key in _INT:
-        try:
-            return int(raw)
-        except ValueError:
-            raise InputError(key, raw, "must be an integer") from None
-    if key in _BOOL:
-        if raw.lower() not in ("true", "false", "1", "0"):
-            raise InputError(key, raw, "must be true or false")
-        return raw.lower() in ("true", "1")
-    return raw
-
-
-def _load_yaml(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text())
-    return data if isinstance(data, dict) else {}
-
-
-def cluster_for(gpu: str) -> dict[str, Any]:
-    """The resolved ``system`` dict of the conf/system cluster preset whose accelerator is ``gpu``."""
-    for path in sorted((CONF / "system").glob("*.yaml")):
-        data = _load_yaml(path)
-        groups: dict[str, str] = {}
-        for item in data.pop("defaults", []):
-            if isinstance(item, dict):
-                groups.update(item)
-        if groups.get("accelerator") != gpu:
-            continue
-        for group, name in groups.items():
-            data[group] = _load_yaml(CONF / "system" / group / f"{name}.yaml")
-        return data
-    known = sorted(p.stem for p in (CONF / "system" / "accelerator").glob("*.yaml"))
-    raise InputError("gpu", gpu, f"no conf/system cluster preset uses it (accelerators: {known})")
-
-
-#: attention implementations -> parallel.flash_attention ("auto" is resolved per case)
-ATTENTION_IMPLS = {"flash": True, "unfused": False}
-#: accelerators whose published training stacks all run a fused (flash) attention core
-#: (FlashAttention / cuDNN fused attention appeared in 2022-23, with the H100 generation)
-FLASH_ERA_GPUS = frozenset({"h100_80g", "h800_80g", "h200_141g", "b200", "mi300x"})
-
-
-def attention_impl(row: dict[str, str], attention: str) -> str:
-    """The attention implementation of a case: the row's ``attention`` column, else
-    ``attention``; ``auto`` = ``flash`` on H100-generation accelerators, with GQA or fp8
-    (all post-FlashAttention stacks), else Megatron-LM's ``unfused`` core (2021-22 runs)."""
-    impl = (row.get("attention") or "").strip() or attention
-    if impl == "auto":
-        heads, kv = _field(row, "num_heads"), (row.get("num_kv_heads") or "").strip()
-        modern = (_field(row, "gpu") in FLASH_ERA_GPUS or _field(row, "precision") == "fp8"
-                  or (kv != "" and int(kv) < heads))
-        impl = "flash" if modern else "unfused"
-    if impl not in ATTENTION_IMPLS:
-        raise InputError("attention", impl, f"must be auto or one of {', '.join(ATTENTION_IMPLS)}")
-    return impl
-
-
-def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, SystemSpec]:
-    """(ModelSpec, ParallelSpec, SystemSpec) of one case row.
-
-    ``attention`` (``auto`` / ``unfused`` / ``flash``) is the attention implementation of the
-    software stack (see :func:`attention_impl`).
-    """
-    from simcore.specs.parallel import ParallelSpec
-    from simcore.workloads.transformer.spec import ModelSpec
-
-    system = cluster_for(_field(row, "gpu"))
-    system.update(num_gpus=_field(row, "num_gpus"), gpus_per_node=_field(row, "gpus_per_node"))
-    gbps = float(_field(row, "scaleout_gbps_per_gpu"))
-    system["scaleout"] = {**system.get("scaleout", {}), "bandwidth_GBps": gbps / 8.0, "size": 0}
-    impl = attention_impl(row, attention)
-    spec = system_from_dict(system)
-    model_kwargs = {k: _field(row, k) for k in _MODEL_KEYS}
-    if (row.get("mlp") or "").strip():
-        model_kwargs["mlp"] = row["mlp"].strip()
-    model = ModelSpec(name=_field(row, "case_id"), **model_kwargs)
-    optional = {k: _field(row, k) for k in ("first_stage_layers", "last_stage_layers")
-                if (row.get(k) or "").strip()}  # uneven pipeline split override (optional)
-    plan = ParallelSpec(**{k: _field(row, k) for k in _PLAN_KEYS}, **optional,
-                        flash_attention=ATTENTION_IMPLS[impl])
-    return model, plan, spec
 
 
 def predict(row: dict[str, str], attention: str = "auto") -> dict[str, Any]:
@@ -182,10 +96,10 @@ def report(cases: list[dict[str, str]], preds: list[dict[str, Any]],
         if math.isnan(err) or meas is None:
             continue
         errors.append(abs(err))
-        model_key = tuple(row.get(k, "") for k in _MODEL_KEYS)
+        model_key = tuple(row.get(k, "") for k in MODEL_KEYS)
         cluster_key = tuple(row.get(k, "") for k in ("gpu", "num_gpus", "scaleout_gbps_per_gpu"))
         groups.setdefault(model_key + cluster_key, []).append((meas, got))
-        plan_key = tuple(row.get(k, "") for k in _PLAN_KEYS if k not in
+        plan_key = tuple(row.get(k, "") for k in PLAN_KEYS if k not in
                          ("recompute", "sequence_parallel"))
         mode = f"{row.get('recompute', '')}/sp={row.get('sequence_parallel', '')}"
         pairs.setdefault(model_key + cluster_key + plan_key, {})[mode] = (meas, got)

@@ -2,7 +2,7 @@
 
 Each option of each group (nested groups such as ``system/accelerator`` included) is selected on
 top of conf/config.yaml and composed with Hydra's compose API; the result is validated against
-the structured-config schemas (search/schema.py) and translated by search/build.py. A typo or a
+the structured-config schemas (search/config/schema.py) and translated by search/config/build.py. A typo or a
 wrong type in any group must be an error naming the key, the value and the rule.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from search.build import build_specs
-from search.driver import compose_session
-from search.schema import validate_config
+from search.config.build import build_specs
+from search.config.compose import compose_session
+from search.config.schema import validate_config
 from simcore.errors import InputError
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

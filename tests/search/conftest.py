@@ -15,8 +15,8 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def _plan_for(*overrides: str) -> Any:
-    from search.driver import compose_session
-    from search.plan import make_plan
+    from search.config.compose import compose_session
+    from search.sweep.plan import make_plan
 
     compose, options = compose_session(CONF)
     return make_plan(compose, options, ["sweep.progress=false", *overrides])

@@ -9,8 +9,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from search.build import build_system
-from search.schema import validate_config
+from search.config.build import build_system
+from search.config.schema import validate_config
 from simcore.api import structure_key
 from simcore.errors import InputError
 from simcore.specs.parallel import ParallelSpec
@@ -140,7 +140,7 @@ def test_hydra_unknown_preset_names_the_pool_key(group: str) -> None:
 
 
 def test_schema_knows_the_pools_key() -> None:
-    from search.schema import group_schemas
+    from search.config.schema import group_schemas
 
     assert "pools" in {f.name for f in fields(group_schemas()["system"])}
     with pytest.raises(InputError, match=r"system\.pools"):

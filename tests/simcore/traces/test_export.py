@@ -108,7 +108,7 @@ def test_exported_3d_llm_reimports_with_the_direct_astra_fidelity_time(tmp_path:
     node by node, most likely for that reason; these plans agree to the ns.
     """
     simulate = pytest.importorskip("search.commands.simulate")
-    from search.build import build_specs
+    from search.config.build import build_specs
     from simcore.api import check_structure, simulate_batch
     from simcore.workloads.layout import RankLayout
 
@@ -140,7 +140,7 @@ def test_whole_machine_data_parallel_runs_over_the_network_dimensions(tmp_path: 
     astra mode runs that collective alone through the same system layer, so the times agree.
     """
     simulate = pytest.importorskip("search.commands.simulate")
-    from search.build import build_specs
+    from search.config.build import build_specs
     from simcore.api import simulate_batch
 
     overrides = ["workload=gpt_tiny", "parallel.tp=1", "parallel.pp=1", "system.num_gpus=8",
@@ -156,7 +156,7 @@ def test_whole_machine_data_parallel_runs_over_the_network_dimensions(tmp_path: 
 def test_astra_fidelity_is_vectorized_over_the_batch(tmp_path: Path) -> None:
     """One ``fidelity=astra`` batch of three networks equals ``simsweep astra`` on each export."""
     simulate = pytest.importorskip("search.commands.simulate")
-    from search.build import build_specs
+    from search.config.build import build_specs
     from simcore.api import simulate_batch
 
     nets = [["system.scaleup.bandwidth_GBps=300"],
@@ -173,7 +173,7 @@ def test_astra_fidelity_is_vectorized_over_the_batch(tmp_path: Path) -> None:
 
 def test_unknown_fidelity_is_an_input_error() -> None:
     simulate = pytest.importorskip("search.commands.simulate")
-    from search.build import build_specs
+    from search.config.build import build_specs
     from simcore.api import simulate_batch
 
     model, parallel, system = build_specs(simulate.compose(TINY_3D))

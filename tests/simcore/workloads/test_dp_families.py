@@ -127,7 +127,7 @@ def test_bad_inputs_name_key_value_and_rule() -> None:
 def test_export_reimports_with_the_astra_fidelity_time(tmp_path: Path, overrides: list[str]) -> None:
     """``simsweep chakra export`` -> ``simsweep astra``'s engine equals fidelity=astra to the ns."""
     simulate = pytest.importorskip("search.commands.simulate")
-    from search.build import build_specs
+    from search.config.build import build_specs
     from tests.simcore.traces.test_export import _export_and_run_astra
 
     overrides = [*overrides, "parallel.precision=fp16"]

@@ -1,0 +1,1 @@
+"""Configuration: one Hydra composition, the group schemas, and the one translation to simcore specs."""

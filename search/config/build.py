@@ -1,0 +1,171 @@
+"""The one translation from a composed Hydra config to simulator specs.
+
+``build_specs(cfg)`` turns ``cfg.workload``, ``cfg.parallel`` and ``cfg.system`` (plain YAML
+keys = spec field names) into frozen :class:`ModelSpec`, :class:`ParallelSpec`
+and :class:`SystemSpec`. Unknown keys and bad values raise :class:`~simcore.errors.InputError`
+naming the key, the value and the rule, before any work is done. Sweeps and studies change
+built specs field by field with the one override setter :func:`set_path`; a sweep axis is
+converted to its field's type by the one column conversion :func:`coerce_column`; validation
+case rows are built here too (:mod:`search.config.cases` maps a row to config sections).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from omegaconf import DictConfig, OmegaConf
+
+from simcore.errors import InputError, require
+from simcore.specs.parallel import ParallelSpec
+from simcore.specs.system import SystemSpec, system_from_dict
+from simcore.workloads.transformer.spec import ModelSpec
+
+SYSTEM_CONF = Path(__file__).resolve().parents[2] / "conf" / "system"
+
+__all__ = [
+    "build_model",
+    "build_parallel",
+    "build_sections",
+    "build_specs",
+    "build_system",
+    "coerce_column",
+    "field_type",
+    "set_path",
+]
+
+
+def _section(cfg: DictConfig, key: str) -> dict[str, Any]:
+    node = cfg.get(key)
+    require(node is not None, key, None, f"missing config group {key!r}")
+    try:
+        data = OmegaConf.to_container(node, resolve=True)
+    except Exception as err:  # omegaconf interpolation errors
+        raise InputError(key, "<config>", str(err).splitlines()[0]) from err
+    require(isinstance(data, dict), key, data, "must be a mapping")
+    assert isinstance(data, dict)
+    return {str(k): v for k, v in data.items()}
+
+
+def _construct(cls: type, data: dict[str, Any], prefix: str) -> Any:
+    known = {f.name for f in fields(cls)}
+    for key, value in data.items():
+        require(key in known, f"{prefix}.{key}", value,
+                f"unknown key (known: {', '.join(sorted(known))})")
+    try:
+        return cls(**data)
+    except TypeError as err:
+        raise InputError(prefix, data, str(err)) from err
+
+
+def build_model(cfg: DictConfig) -> ModelSpec:
+    """``cfg.workload`` -> the spec of the family ``workload.family`` selects (default
+    ``transformer``: :class:`ModelSpec`; :data:`simcore.workloads.REGISTRY`)."""
+    from simcore.workloads import get_family
+
+    data = _section(cfg, "workload")
+    family = get_family(str(data.pop("family", "transformer")))
+    spec: ModelSpec = _construct(family.spec_type, data, "workload")
+    return spec
+
+
+def build_parallel(cfg: DictConfig) -> ParallelSpec:
+    """``cfg.parallel`` -> :class:`ParallelSpec` (``dp`` left as configured)."""
+    spec = _construct(ParallelSpec, _section(cfg, "parallel"), "parallel")
+    assert isinstance(spec, ParallelSpec)
+    return spec
+
+
+def build_system(cfg: DictConfig) -> SystemSpec:
+    """``cfg.system`` -> :class:`SystemSpec`; the ``collective`` and ``memory`` groups, when
+    composed, fill ``SystemSpec.collective`` / ``SystemSpec.memory`` (keys set under
+    ``system.collective`` / ``system.memory`` win, as a sweep's hardware axes do)."""
+    data = _section(cfg, "system")
+    for group in ("collective", "memory"):
+        if cfg.get(group) is not None:
+            inner = data.get(group) or {}
+            data[group] = {**_section(cfg, group), **(inner if isinstance(inner, dict) else {})}
+    if isinstance(data.get("pools"), list):
+        data["pools"] = [_pool_presets(pool, i) for i, pool in enumerate(data["pools"])]
+    return system_from_dict(data)
+
+
+def _pool_presets(pool: Any, index: int) -> Any:
+    """A ``system.pools`` entry with its accelerator / calibration preset names replaced by the
+    preset's content (``conf/system/accelerator/<name>.yaml``, ``.../calibration/<name>.yaml``)."""
+    if not isinstance(pool, dict):
+        return pool
+    out = dict(pool)
+    for group in ("accelerator", "calibration"):
+        name = out.get(group)
+        if isinstance(name, str):
+            known = sorted(p.stem for p in (SYSTEM_CONF / group).glob("*.yaml"))
+            require(name in known, f"system.pools.{index}.{group}", name,
+                    f"unknown {group} preset (known: {', '.join(known)})")
+            out[group] = OmegaConf.to_container(OmegaConf.load(SYSTEM_CONF / group / f"{name}.yaml"))
+    return out
+
+
+def build_specs(cfg: DictConfig) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
+    """The (model, parallel, system) of one design point."""
+    return build_model(cfg), build_parallel(cfg), build_system(cfg)
+
+
+def build_sections(sections: Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
+    """:func:`build_specs` of plain config sections (``workload``, ``parallel``, ``system``)."""
+    return build_specs(OmegaConf.create(dict(sections)))
+
+
+def set_path(spec: Any, path: Sequence[str], value: Any, key: str = "",
+             what: str = "spec") -> Any:
+    """A copy of the frozen dataclass ``spec`` with the field at ``path`` set to ``value``.
+
+    The copy runs the spec's own checks (``dataclasses.replace``). A whole number given for a
+    float field becomes a float and a whole float given for an int field an int (YAML and
+    samplers do not keep the distinction). A path that names no field is an
+    :class:`InputError` on ``key`` (default: the dotted path), "not a <what> field".
+    """
+    if (not dataclasses.is_dataclass(spec) or isinstance(spec, type)
+            or path[0] not in {f.name for f in fields(spec)}):
+        raise InputError(key or ".".join(path), value, f"not a {what} field")
+    if len(path) == 1:
+        current = getattr(spec, path[0])
+        if isinstance(current, int) and not isinstance(current, bool) and isinstance(value, float):
+            value = int(value) if value.is_integer() else value
+        elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        return dataclasses.replace(spec, **{path[0]: value})
+    inner = set_path(getattr(spec, path[0]), path[1:], value, key, what)
+    return dataclasses.replace(spec, **{path[0]: inner})
+
+
+def field_type(root: type, path: Sequence[str]) -> Any | None:
+    """Type of the field at ``path`` inside dataclass ``root`` (None when not a field)."""
+    tp: Any = root
+    for name in path:
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+            return None
+        hints = typing.get_type_hints(tp)
+        if name not in hints:
+            return None
+        tp = hints[name]
+    return tp
+
+
+def coerce_column(values: NDArray[Any], tp: Any, key: str) -> NDArray[Any]:
+    """A column of values for a field of type ``tp`` (floats as float64, str as object)."""
+    if tp is float:
+        if values.dtype.kind not in "iuf":
+            raise InputError(key, values[0], "must be a number")
+        return values.astype(np.float64)
+    if tp is int and values.dtype.kind not in "iu":
+        raise InputError(key, values[0], "must be an integer")
+    if tp is str:
+        return values.astype(object)
+    return values

@@ -1,0 +1,121 @@
+"""Validation case rows (shared/validation/CASES.md) as config sections.
+
+A case row names a published training run: the model shape, the parallelization, the
+accelerator (``gpu``), GPU count, GPUs per node and scale-out line rate (Gb/s per GPU). The
+cluster is the ``conf/system`` preset whose accelerator is the case's ``gpu``, with the row's
+sizes and line rate; the attention implementation follows the row or the software era
+(:func:`attention_impl`). :func:`build_case` builds the specs through
+:mod:`search.config.build`, the one translation from config to simcore specs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from search.config.build import build_sections
+from search.config.compose import default_config_dir
+from simcore.errors import InputError
+
+__all__ = ["ATTENTION_IMPLS", "FLASH_ERA_GPUS", "MODEL_KEYS", "PLAN_KEYS", "attention_impl",
+           "build_case", "case_sections", "cluster_for"]
+
+_INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
+        "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
+        "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers")
+_BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
+MODEL_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size",
+               "seq_len", "vocab_size")
+PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
+              "sequence_parallel", "recompute", "zero_stage", "dp_overlap", "tp_comm_overlap",
+              "precision")
+
+
+def _field(row: dict[str, str], key: str) -> Any:
+    raw = (row.get(key) or "").strip()
+    if raw == "":
+        raise InputError(key, raw, "required column is empty or missing")
+    if key in _INT:
+        try:
+            return int(raw)
+        except ValueError:
+            raise InputError(key, raw, "must be an integer") from None
+    if key in _BOOL:
+        if raw.lower() not in ("true", "false", "1", "0"):
+            raise InputError(key, raw, "must be true or false")
+        return raw.lower() in ("true", "1")
+    return raw
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    return data if isinstance(data, dict) else {}
+
+
+def cluster_for(gpu: str) -> dict[str, Any]:
+    """The resolved ``system`` dict of the conf/system cluster preset whose accelerator is ``gpu``."""
+    for path in sorted((default_config_dir() / "system").glob("*.yaml")):
+        data = _load_yaml(path)
+        groups: dict[str, str] = {}
+        for item in data.pop("defaults", []):
+            if isinstance(item, dict):
+                groups.update(item)
+        if groups.get("accelerator") != gpu:
+            continue
+        for group, name in groups.items():
+            data[group] = _load_yaml(default_config_dir() / "system" / group / f"{name}.yaml")
+        return data
+    known = sorted(p.stem for p in (default_config_dir() / "system" / "accelerator").glob("*.yaml"))
+    raise InputError("gpu", gpu, f"no conf/system cluster preset uses it (accelerators: {known})")
+
+
+#: attention implementations -> parallel.flash_attention ("auto" is resolved per case)
+ATTENTION_IMPLS = {"flash": True, "unfused": False}
+#: accelerators whose published training stacks all run a fused (flash) attention core
+#: (FlashAttention / cuDNN fused attention appeared in 2022-23, with the H100 generation)
+FLASH_ERA_GPUS = frozenset({"h100_80g", "h800_80g", "h200_141g", "b200", "mi300x"})
+
+
+def attention_impl(row: dict[str, str], attention: str) -> str:
+    """The attention implementation of a case: the row's ``attention`` column, else
+    ``attention``; ``auto`` = ``flash`` on H100-generation accelerators, with GQA or fp8
+    (all post-FlashAttention stacks), else Megatron-LM's ``unfused`` core (2021-22 runs)."""
+    impl = (row.get("attention") or "").strip() or attention
+    if impl == "auto":
+        heads, kv = _field(row, "num_heads"), (row.get("num_kv_heads") or "").strip()
+        modern = (_field(row, "gpu") in FLASH_ERA_GPUS or _field(row, "precision") == "fp8"
+                  or (kv != "" and int(kv) < heads))
+        impl = "flash" if modern else "unfused"
+    if impl not in ATTENTION_IMPLS:
+        raise InputError("attention", impl, f"must be auto or one of {', '.join(ATTENTION_IMPLS)}")
+    return impl
+
+
+def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any]:
+    """The ``workload``, ``parallel`` and ``system`` config sections of one case row.
+
+    ``attention`` (``auto`` / ``unfused`` / ``flash``) is the attention implementation of the
+    software stack (see :func:`attention_impl`).
+    """
+    system = cluster_for(_field(row, "gpu"))
+    system.update(num_gpus=_field(row, "num_gpus"), gpus_per_node=_field(row, "gpus_per_node"))
+    gbps = float(_field(row, "scaleout_gbps_per_gpu"))
+    system["scaleout"] = {**system.get("scaleout", {}), "bandwidth_GBps": gbps / 8.0, "size": 0}
+    impl = attention_impl(row, attention)
+    workload: dict[str, Any] = {"name": _field(row, "case_id"),
+                                **{k: _field(row, k) for k in MODEL_KEYS}}
+    if (row.get("mlp") or "").strip():
+        workload["mlp"] = row["mlp"].strip()
+    optional = {k: _field(row, k) for k in ("first_stage_layers", "last_stage_layers")
+                if (row.get(k) or "").strip()}  # uneven pipeline split override (optional)
+    parallel = {**{k: _field(row, k) for k in PLAN_KEYS}, **optional,
+                "flash_attention": ATTENTION_IMPLS[impl]}
+    return {"workload": workload, "parallel": parallel, "system": system}
+
+
+def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, Any]:
+    """(ModelSpec, ParallelSpec, SystemSpec) of one case row, built by
+    :func:`search.config.build.build_sections` like any composed config."""
+    return build_sections(case_sections(row, attention))

@@ -1,0 +1,200 @@
+"""The pure batch evaluation shared by sweeps and studies: design points -> result columns.
+
+Model (DESIGN.md "The vectorized engine"): a :class:`SpecBatch` is B design points that share
+one graph structure (same model and parallelization), so one call of
+``simcore.api.simulate_batch`` evaluates them as (B,) numpy vectors. A sweep's batch starts from
+a few base SystemSpecs and per-point hardware overrides (:func:`materialize_systems`); a
+study's batch carries its B SystemSpecs (:func:`systems_batch`). :func:`evaluate_batch` runs in
+this process or inside a Ray worker (:mod:`search.run.workers`) alike, so both give the same
+columns. Points whose spec cannot be built (a swept value that breaks a cross-field rule) come
+back infeasible with reason ``invalid_spec: ...``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from search.config.build import set_path
+from search.run.metrics import cost_columns, result_columns
+
+__all__ = [
+    "BatchOutput",
+    "Columns",
+    "Runner",
+    "SpecBatch",
+    "evaluate_batch",
+    "in_process_runner",
+    "materialize_systems",
+    "systems_batch",
+]
+
+Columns = dict[str, NDArray[Any]]
+
+
+@dataclass(frozen=True, eq=False)
+class SpecBatch:
+    """B design points sharing one graph structure.
+
+    Attributes:
+        batch_id: unique id within the run (for retries and bookkeeping).
+        group: structure-group label (actor affinity keeps that group's graph cache warm).
+        point_ids: (B,) int64 ids of the points, returned with the results.
+        model, parallel: the shared ModelSpec and ParallelSpec.
+        bases: SystemSpecs the points start from.
+        base_index: (B,) index into ``bases`` per point.
+        overrides: dotted path inside SystemSpec (``scaleout.bandwidth_GBps``) -> (B,) values.
+        cost: a ``simcore.cost.ClusterCostSpec`` to add ``cost_usd_per_iter``, ``capex_usd``
+            and ``power_kw`` (None: no cost columns).
+        fidelity: ``calibrated`` or ``astra`` (``simcore.api.simulate_batch``).
+    """
+
+    batch_id: int
+    group: str
+    point_ids: NDArray[np.int64]
+    model: Any
+    parallel: Any
+    bases: tuple[Any, ...]
+    base_index: NDArray[np.int64]
+    overrides: Mapping[str, NDArray[Any]] = field(default_factory=dict)
+    cost: Any = None
+    fidelity: str = "calibrated"
+
+    @property
+    def size(self) -> int:
+        """Number of points B."""
+        return int(self.point_ids.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class BatchOutput:
+    """Result columns of one batch, as returned by a worker.
+
+    Attributes:
+        batch_id, point_ids: echo of the batch.
+        columns: metric name -> (B,) array, plus ``feasible`` (bool) and ``reason`` (object).
+        node_id, pid: where it ran.
+        elapsed_s: evaluation wall time inside the worker.
+        attempt: 0 for the first try, n for the n-th retry.
+    """
+
+    batch_id: int
+    point_ids: NDArray[np.int64]
+    columns: dict[str, NDArray[Any]]
+    node_id: str
+    pid: int
+    elapsed_s: float
+    attempt: int = 0
+
+
+def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
+    """Build the B SystemSpecs of a batch; return (systems, error) with None/'' per point.
+
+    Overrides are grouped by the top-level SystemSpec field they touch (``accelerator``,
+    ``scaleout``, ...). Each distinct value of such a field is built once and validated once,
+    inside a full ``replace`` of the base system (so every SystemSpec rule that involves it is
+    checked); a point then combines validated fields without re-running the checks. This is
+    exact because SystemSpec's rules each involve one such field and structural fields only
+    (``num_gpus``, ``gpus_per_node``, which a batch never changes); ``tests/search/sweep/test_plan.py``
+    compares every point against a full Hydra composition. A point with an invalid value gets
+    ``None`` and the one-line error message.
+    """
+    groups: dict[str, list[tuple[tuple[str, ...], list[Any]]]] = {}
+    for key, values in batch.overrides.items():
+        head, *rest = key.split(".")
+        groups.setdefault(head, []).append((tuple(rest), np.asarray(values).tolist()))
+    caches: dict[str, dict[tuple[Any, ...], Any]] = {head: {} for head in groups}
+    systems: list[Any] = []
+    errors: list[str] = []
+    for i, b in enumerate(batch.base_index.tolist()):
+        base = batch.bases[b]
+        try:
+            fields = {head: _checked_field(base, head, subs, i, b, caches[head])
+                      for head, subs in groups.items()}
+        except ValueError as err:  # InputError is a ValueError
+            systems.append(None)
+            errors.append(f"invalid_spec: {err}")
+            continue
+        systems.append(_with_fields(base, fields))
+        errors.append("")
+    return systems, errors
+
+
+def _with_fields(base: Any, fields: dict[str, Any]) -> Any:
+    """A copy of frozen dataclass ``base`` with ``fields`` set, without re-validation."""
+    if not fields:
+        return base
+    if not hasattr(base, "__dict__"):  # slotted dataclass: fall back to a validated replace
+        return replace(base, **fields)
+    obj = object.__new__(type(base))
+    obj.__dict__.update(base.__dict__)
+    obj.__dict__.update(fields)
+    return obj
+
+
+def _checked_field(base: Any, head: str, subs: list[tuple[tuple[str, ...], list[Any]]], i: int,
+                   b: int, cache: dict[tuple[Any, ...], Any]) -> Any:
+    """Point ``i``'s value of SystemSpec field ``head``, built and validated once per value."""
+    key = (b, *(values[i] for _, values in subs))
+    found = cache.get(key)
+    if found is None:
+        spec = getattr(base, head)
+        try:
+            for path, values in subs:
+                spec = set_path(spec, path, values[i]) if path else values[i]
+            replace(base, **{head: spec})  # run every SystemSpec rule on this value
+        except ValueError as err:
+            spec = err
+        cache[key] = found = spec
+    if isinstance(found, ValueError):
+        raise found
+    return found
+
+
+def evaluate_batch(batch: SpecBatch) -> Columns:
+    """Evaluate a batch in this process with ``simcore.api.simulate_batch``."""
+    from simcore.api import simulate_batch
+
+    systems, errors = materialize_systems(batch)
+    ok = [i for i, s in enumerate(systems) if s is not None]
+    cols: Columns = {}
+    if ok:
+        res = simulate_batch(batch.model, batch.parallel, [systems[i] for i in ok], batch.fidelity)
+        found = result_columns(res)
+        if batch.cost is not None:
+            found.update(cost_columns([systems[i] for i in ok], found["iteration_time_s"],
+                                      batch.cost))
+        for name, value in found.items():
+            full = np.full(batch.size, np.nan if value.dtype.kind == "f" else 0, dtype=value.dtype)
+            full[ok] = value
+            cols[name] = full
+    feasible = np.zeros(batch.size, dtype=bool)
+    reason = np.asarray(errors, dtype=object)
+    if ok:
+        feasible[ok] = cols.pop("feasible").astype(bool)[ok]
+        reason[ok] = np.asarray(cols.pop("reason"), dtype=object)[ok]
+    cols["feasible"] = feasible
+    cols["reason"] = reason
+    return cols
+
+
+def systems_batch(batch_id: int, group: str, model: Any, parallel: Any,
+                  systems: Sequence[Any], fidelity: str = "calibrated") -> SpecBatch:
+    """A batch of B given SystemSpecs (no overrides, no cost columns)."""
+    index = np.arange(len(systems), dtype=np.int64)
+    return SpecBatch(batch_id=batch_id, group=group, point_ids=index, model=model,
+                     parallel=parallel, bases=tuple(systems), base_index=index,
+                     fidelity=fidelity)
+
+
+#: evaluates batches, returns their columns in the same order (in process or on the Ray pool)
+Runner = Callable[[list[SpecBatch]], list[Columns]]
+
+
+def in_process_runner(batches: list[SpecBatch]) -> list[Columns]:
+    """Evaluate batches in this process (tests, benchmarks, ``search.in_process=true``)."""
+    return [evaluate_batch(b) for b in batches]

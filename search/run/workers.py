@@ -1,0 +1,189 @@
+"""Ray actor pool that evaluates batches of design points with the vectorized engine.
+
+Model (DESIGN.md "The vectorized engine" and "Reliability"): a
+:class:`~search.run.batch.SpecBatch` is B design
+points that share one graph structure (same model and parallelization), so one call of
+``simcore.api.simulate_batch`` evaluates them as (B,) numpy vectors. Each actor is a long-lived
+process: the engine's compiled-graph cache stays warm across batches, and the pool sends batches
+of one structure group to the actor that last ran that group when it has a free slot.
+
+Fault tolerance: an actor that dies mid-batch (killed process, lost node) is replaced by a fresh
+actor and its in-flight batches are resubmitted, at most ``max_batch_retries`` times each; a
+batch's result is delivered exactly once. An exception raised by the evaluation itself is a bug or
+a bad input and stops the pool (it is not retried). Each actor runs the same pure evaluation as
+an in-process run (:func:`search.run.batch.evaluate_batch`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from search.run.batch import BatchOutput, Columns, Runner, SpecBatch, evaluate_batch
+
+__all__ = ["WorkerPool", "init_ray", "pool_runner", "ray_pool"]
+
+
+class _Worker:
+    """Body of a Ray actor: evaluates batches; the process keeps the engine caches warm."""
+
+    def __init__(self) -> None:
+        import ray
+
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self.pid = os.getpid()
+
+    def ping(self) -> tuple[str, int]:
+        return self.node_id, self.pid
+
+    def evaluate(self, batch: SpecBatch, attempt: int) -> BatchOutput:
+        t0 = time.perf_counter()
+        cols = evaluate_batch(batch)
+        return BatchOutput(batch.batch_id, batch.point_ids, cols, self.node_id, self.pid,
+                           time.perf_counter() - t0, attempt)
+
+
+def init_ray(address: str | None, num_cpus: int | None, temp_dir: str,
+             ship_project: bool | None = None, env_vars: Mapping[str, str] | None = None) -> bool:
+    """Connect to Ray unless already connected; return True when this call started it.
+
+    ``address`` None starts a local Ray with ``num_cpus``; otherwise it joins a cluster
+    (``auto`` or ``ray://host:port``) and, unless ``ship_project`` is False, ships the
+    ``simcore`` and ``search`` packages to its workers as a runtime_env ``py_modules``.
+    """
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if ray.is_initialized():
+        return False
+    runtime_env: dict[str, Any] = {"env_vars": dict(env_vars or {})}
+    ship = address is not None if ship_project is None else ship_project
+    if ship:
+        import search
+        import simcore
+
+        runtime_env["py_modules"] = [os.path.dirname(simcore.__file__),
+                                     os.path.dirname(search.__file__)]
+    if address is None:
+        ray.init(num_cpus=num_cpus, _temp_dir=temp_dir, include_dashboard=False,
+                 runtime_env=runtime_env, log_to_driver=False, configure_logging=False)
+    else:
+        ray.init(address=address, runtime_env=runtime_env, log_to_driver=False,
+                 configure_logging=False)
+    return True
+
+
+class WorkerPool:
+    """A fixed number of Ray actors evaluating :class:`SpecBatch` es (see module docstring).
+
+    Args:
+        num_workers: actors to start.
+        inflight_per_worker: batches queued per actor (>= 2 hides the round trip).
+        max_batch_retries: resubmissions of one batch after actor deaths before giving up.
+        cpus_per_worker: Ray CPUs reserved per actor.
+    """
+
+    def __init__(self, num_workers: int = 2, inflight_per_worker: int = 2,
+                 max_batch_retries: int = 3, cpus_per_worker: float = 1.0) -> None:
+        import ray
+
+        self._ray = ray
+        self._cls = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(_Worker)
+        self.inflight_per_worker = inflight_per_worker
+        self.max_batch_retries = max_batch_retries
+        self.actors: list[Any] = [self._spawn() for _ in range(num_workers)]
+        self.retries = 0
+        self.replaced = 0
+        self.batches_per_node: dict[str, int] = {}
+
+    def _spawn(self) -> Any:
+        return self._cls.options(scheduling_strategy="SPREAD").remote()
+
+    def wait_ready(self) -> list[tuple[str, int]]:
+        """Block until every actor answers; returns (node_id, pid) per actor."""
+        return list(self._ray.get([a.ping.remote() for a in self.actors]))
+
+    def imap_unordered(self, batches: Iterable[SpecBatch]) -> Iterator[BatchOutput]:
+        """Evaluate ``batches``; yield each batch's output once, in completion order."""
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+        dead = (RayActorError, ActorDiedError, ActorUnavailableError)
+        todo: deque[tuple[SpecBatch, int]] = deque((b, 0) for b in batches)
+        inflight: dict[Any, tuple[SpecBatch, int, int, Any]] = {}  # ref -> batch, attempt, slot, actor
+        load = [0] * len(self.actors)
+        last_group = [""] * len(self.actors)
+        while todo or inflight:
+            while todo and min(load) < self.inflight_per_worker:
+                batch, attempt = todo.popleft()
+                idx = self._pick(load, last_group, batch.group)
+                ref = self.actors[idx].evaluate.remote(batch, attempt)
+                inflight[ref] = (batch, attempt, idx, self.actors[idx])
+                load[idx] += 1
+                last_group[idx] = batch.group
+            ready, _ = self._ray.wait(list(inflight), num_returns=1)
+            batch, attempt, idx, actor = inflight.pop(ready[0])
+            load[idx] -= 1
+            try:
+                out: BatchOutput = self._ray.get(ready[0])
+            except dead:
+                if attempt >= self.max_batch_retries:
+                    raise
+                self.retries += 1
+                if self.actors[idx] is actor:  # first failure seen from this actor
+                    self._replace(idx)
+                todo.appendleft((batch, attempt + 1))
+                continue
+            self.batches_per_node[out.node_id] = self.batches_per_node.get(out.node_id, 0) + 1
+            yield out
+
+    def _pick(self, load: list[int], last_group: list[str], group: str) -> int:
+        free = [i for i, n in enumerate(load) if n < self.inflight_per_worker]
+        same = [i for i in free if last_group[i] == group]
+        return min(same or free, key=lambda i: load[i])
+
+    def _replace(self, idx: int) -> None:
+        """Swap a dead actor for a fresh one (its queued work is retried by the caller)."""
+        with contextlib.suppress(Exception):  # already gone
+            self._ray.kill(self.actors[idx], no_restart=True)
+        self.actors[idx] = self._spawn()
+        self.replaced += 1
+
+    def close(self) -> None:
+        """Stop every actor of the pool."""
+        for actor in self.actors:
+            with contextlib.suppress(Exception):  # already gone
+                self._ray.kill(actor, no_restart=True)
+        self.actors = []
+
+
+def pool_runner(pool: WorkerPool) -> Runner:
+    """A :data:`~search.run.batch.Runner` on ``pool``: batches out, columns back in order."""
+
+    def run(batches: list[SpecBatch]) -> list[Columns]:
+        by_id = {out.batch_id: out.columns for out in pool.imap_unordered(batches)}
+        return [by_id[b.batch_id] for b in batches]
+
+    return run
+
+
+@contextmanager
+def ray_pool(rc: Any) -> Iterator[WorkerPool]:
+    """A :class:`WorkerPool` of ``rc.num_workers`` actors on the Ray of the ``ray`` config
+    group ``rc``; the pool is closed, and Ray shut down when this call started it, on exit."""
+    workers = int(rc.num_workers)
+    started = init_ray(rc.get("address"), rc.get("num_cpus") or workers, str(rc.temp_dir),
+                       rc.get("ship_project"), dict(rc.get("env_vars") or {}))
+    pool = WorkerPool(workers, int(rc.inflight_per_worker), int(rc.max_batch_retries))
+    try:
+        yield pool
+    finally:
+        pool.close()
+        if started:
+            import ray
+
+            ray.shutdown()

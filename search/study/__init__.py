@@ -1,0 +1,1 @@
+"""Optuna co-design studies: space, storage, ask/tell loop, evaluation, objectives, report."""

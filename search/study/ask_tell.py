@@ -1,0 +1,189 @@
+"""Batched ask/tell: ask a batch of trials, evaluate them together, tell them, log them.
+
+The loop drives Optuna's ask-and-tell interface itself (Optuna docs, "Ask-and-Tell Interface"):
+``batch_size`` trials are asked at once (with TPE's constant liar the pending ones repel each
+other), suggested from the :class:`~search.search_space.SearchSpace`, handed to ``evaluate`` as
+one list (the caller groups them by graph structure and runs them on the actor pool), and told
+with their objective values and constraint values. A trial that cannot run (indivisible
+parallelization, out of memory) is told COMPLETE with constraint violations > 0 and penalty
+values, so it teaches the sampler and never crashes the study. The budget counts trials that
+are not FAILED; trials a killed driver left RUNNING are re-evaluated under their own number.
+Time spent in the sampler (ask + suggest + tell), in evaluation and in ``on_batch`` (logging) is
+measured for the overhead report of ``scripts/bench_search.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import FrozenTrial, TrialState
+
+from search.study.space import SearchSpace
+from search.study.storage import flush_storage
+
+__all__ = ["CONSTRAINT_NAMES", "LoopStats", "TrialOutcome", "run_batches", "suggest"]
+
+#: named constraints of every trial (<= 0 satisfied), in :attr:`TrialOutcome.constraints` order
+CONSTRAINT_NAMES = ("memory_over_gib", "invalid")
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What the evaluation of one trial produced."""
+
+    values: list[float]
+    constraints: list[float]
+    metrics: dict[str, Any]
+    feasible: bool
+    reason: str = ""
+
+
+Evaluate = Callable[[list[dict[str, Any]]], list[TrialOutcome]]
+OnBatch = Callable[[list[FrozenTrial]], None]
+
+
+@dataclass
+class LoopStats:
+    """Wall time split of a search, seconds, and trial counts."""
+
+    sampler_s: float = 0.0
+    evaluate_s: float = 0.0
+    logging_s: float = 0.0
+    total_s: float = 0.0
+    n_evaluated: int = 0
+    n_recovered: int = 0
+    n_infeasible: int = 0
+    batches: list[int] = field(default_factory=list)
+
+
+def suggest(trial: optuna.Trial, space: SearchSpace) -> dict[str, Any]:
+    """Sample every dimension of ``space`` on ``trial`` (define-by-run)."""
+    params: dict[str, Any] = {}
+    for key, dist in space.distributions.items():
+        params[key] = _suggest_one(trial, key, dist)
+    return params
+
+
+def _suggest_one(trial: optuna.Trial, key: str, dist: BaseDistribution) -> Any:
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(key, dist.choices)
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(key, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, FloatDistribution):
+        return trial.suggest_float(key, dist.low, dist.high, step=dist.step, log=dist.log)
+    raise TypeError(f"unsupported distribution {dist!r}")
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    for name, value in zip(CONSTRAINT_NAMES, outcome.constraints, strict=True):
+        trial.set_constraint(name, value)
+    trial.set_user_attr("constraints", list(outcome.constraints))
+    trial.set_user_attr("feasible", bool(outcome.feasible))
+    trial.set_user_attr("reason", outcome.reason)
+    trial.set_user_attr("metrics", _jsonable(outcome.metrics))
+    study.tell(trial, list(outcome.values), skip_if_finished=True)
+
+
+def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if hasattr(value, "item"):
+            value = value.item()
+        if isinstance(value, float) and value != value:  # NaN is not valid JSON in storages
+            value = None
+        out[key] = value
+    return out
+
+
+def _recover(study: optuna.Study, space: SearchSpace, stale: Sequence[FrozenTrial],
+             evaluate: Evaluate, stats: LoopStats, on_batch: OnBatch | None,
+             flush: Callable[[], None]) -> None:
+    """Re-run trials a killed driver left RUNNING, under their own trial numbers."""
+    complete = [t for t in stale if set(space.distributions) <= set(t.params)]
+    for trial in stale:
+        if trial not in complete:  # killed while sampling: no params to re-run; not counted
+            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+    flush()
+    if not complete:
+        return
+    outcomes = evaluate([dict(t.params) for t in complete])
+    told = []
+    for frozen, outcome in zip(complete, outcomes, strict=True):
+        _tell(study, optuna.Trial(study, frozen._trial_id), outcome)
+        told.append(frozen.number)
+    flush()
+    stats.n_recovered += len(told)
+    if on_batch is not None:
+        on_batch(_by_number(study, told))
+
+
+def _by_number(study: optuna.Study, numbers: Sequence[int]) -> list[FrozenTrial]:
+    wanted = set(numbers)
+    return [t for t in study.get_trials(deepcopy=False) if t.number in wanted]
+
+
+def _counted(study: optuna.Study) -> int:
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
+    return len(study.get_trials(deepcopy=False, states=states))
+
+
+def run_batches(
+    study: optuna.Study,
+    space: SearchSpace,
+    evaluate: Evaluate,
+    *,
+    n_trials: int,
+    batch_size: int,
+    timeout_s: float | None = None,
+    stale: Sequence[FrozenTrial] = (),
+    on_batch: OnBatch | None = None,
+) -> LoopStats:
+    """Run the study until it holds ``n_trials`` counted trials or ``timeout_s`` elapsed.
+
+    A buffered journal is flushed after a batch is asked and after it is told, so a killed
+    driver leaves the batch RUNNING with its parameters, or told.
+    """
+
+    def flush() -> None:
+        flush_storage(study)
+
+    stats = LoopStats()
+    start = time.perf_counter()
+    if stale:
+        _recover(study, space, stale, evaluate, stats, on_batch, flush)
+    while (remaining := n_trials - _counted(study)) > 0:  # recounted: drivers may share a study
+        if timeout_s is not None and time.perf_counter() - start >= timeout_s:
+            break
+        size = min(batch_size, remaining)
+        t0 = time.perf_counter()
+        trials = [study.ask() for _ in range(size)]
+        params = [suggest(trial, space) for trial in trials]
+        flush()
+        t1 = time.perf_counter()
+        outcomes = evaluate(params)
+        t2 = time.perf_counter()
+        for trial, outcome in zip(trials, outcomes, strict=True):
+            _tell(study, trial, outcome)
+            stats.n_infeasible += not outcome.feasible
+        flush()
+        t3 = time.perf_counter()
+        if on_batch is not None:
+            on_batch(_by_number(study, [t.number for t in trials]))
+        t4 = time.perf_counter()
+        stats.sampler_s += (t1 - t0) + (t3 - t2)
+        stats.evaluate_s += t2 - t1
+        stats.logging_s += t4 - t3
+        stats.n_evaluated += size
+        stats.batches.append(size)
+    stats.total_s = time.perf_counter() - start
+    return stats

@@ -1,0 +1,200 @@
+"""``simsweep search`` end to end: config -> study -> batched ask/tell on Ray -> table, MLflow.
+
+Pipeline (DESIGN.md "User-facing contract"): the search section of the composed config gives
+the space, objectives, sampler, budget and storage (:class:`SearchSetup`); the study is created
+or resumed (:mod:`search.study.storage`); batches of trials are evaluated by the sweep's Ray
+:class:`~search.run.workers.WorkerPool` (in-process when ``ray.num_workers=0``) through
+:class:`~search.design_eval.DesignEvaluator`; each told batch is logged as MLflow child runs
+(:mod:`search.tracking.study`); at the end the results table is rebuilt from the storage and the
+plots, best-trial tags and summary metrics go to the parent run. The study storage is written
+first, so an unreachable MLflow never loses a trial.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from omegaconf import DictConfig, OmegaConf
+
+from search.run.batch import Runner, in_process_runner
+from search.run.metrics import cost_spec_from
+from search.study.ask_tell import LoopStats, run_batches
+from search.study.evaluate import DesignEvaluator
+from search.study.objectives import Objective, resolve_objectives
+from search.study.report import best_trials, write_plots, write_table
+from search.study.space import SearchSpace, default_parallel_space, parse_space
+from search.study.storage import (
+    default_stale_after_s,
+    is_shared,
+    make_sampler,
+    make_storage,
+    open_study,
+    stale_trials,
+)
+from simcore.errors import InputError
+
+__all__ = ["SearchOutcome", "SearchSetup", "prepare_search", "run_search", "study_runner"]
+
+_KEYS = {"study_name", "output_dir", "storage", "resume", "sampler", "seed", "n_trials",
+         "timeout_s", "batch_size", "objectives", "train_tokens", "n_startup_trials",
+         "population_size", "log_plots", "space", "derived", "cost", "stale_after_s",
+         "in_process"}
+_CONSTRAINED = {"auto", "tpe", "nsga2", "nsga3"}
+
+
+@dataclass
+class SearchSetup:
+    """Everything a search needs, resolved from the config before any work."""
+
+    cfg: DictConfig
+    space: SearchSpace
+    objectives: list[Objective]
+    study: optuna.Study
+    study_name: str
+    output_dir: Path
+    n_trials: int
+    batch_size: int
+    timeout_s: float | None
+    stale_after_s: float
+    evaluator: DesignEvaluator
+
+
+@dataclass
+class SearchOutcome:
+    """What :func:`run_search` did."""
+
+    stats: LoopStats
+    best: list[optuna.trial.FrozenTrial]
+    table_path: Path
+    plots: list[Path]
+    parent_run_id: str | None
+    tracking_error: str
+
+
+def _check_keys(search: Mapping[str, Any]) -> None:
+    for key in search:
+        if key not in _KEYS:
+            raise InputError(f"search.{key}", search[key], f"unknown key; known: {sorted(_KEYS)}")
+
+
+def _int(search: Mapping[str, Any], key: str, low: int) -> int:
+    value = search.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise InputError(f"search.{key}", value, f"must be an integer >= {low}")
+    return value
+
+
+def _study_name(cfg: DictConfig, objectives: list[Objective]) -> str:
+    name = cfg.search.get("study_name")
+    if name:
+        return str(name)
+    parts = [cfg.workload.get("name", "model"), cfg.system.get("name", "system"),
+             f"{cfg.system.get('num_gpus', 0)}gpu", "+".join(o.name for o in objectives)]
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", "-".join(str(p) for p in parts))
+
+
+def _plain_dict(node: Any) -> dict[str, Any]:
+    data = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    if not isinstance(data, dict):
+        raise InputError("search.space", data, "must be a mapping of key: expression")
+    return {str(k): v for k, v in data.items()}
+
+
+def _space(cfg: DictConfig, extra_space: Mapping[str, str],
+           extra_derived: Mapping[str, str]) -> SearchSpace:
+    search = cfg.search
+    space = _plain_dict(search.get("space"))
+    derived = _plain_dict(search.get("derived"))
+    space.update(extra_space)
+    derived.update(extra_derived)
+    if not space:
+        space = default_parallel_space(
+            num_gpus=int(cfg.system.num_gpus), gpus_per_node=int(cfg.system.gpus_per_node),
+            num_layers=int(cfg.workload.num_layers), num_heads=int(cfg.workload.num_heads),
+            global_batch=int(cfg.parallel.global_batch),
+            num_experts=int(cfg.workload.get("num_experts") or 1))
+    return parse_space(space, derived)
+
+
+def prepare_search(cfg: DictConfig, runner: Runner | None = None,
+                   extra_space: Mapping[str, str] | None = None,
+                   extra_derived: Mapping[str, str] | None = None) -> SearchSetup:
+    """Validate the search config and open (or resume) the study; no trial runs yet."""
+    search = cfg.search
+    _check_keys(search)
+    objectives = resolve_objectives(list(search.objectives))
+    space = _space(cfg, extra_space or {}, extra_derived or {})
+    sampler_name = str(search.sampler)
+    n_trials = _int(search, "n_trials", 1)
+    if sampler_name == "grid":
+        n_trials = min(n_trials, space.size() or n_trials)
+    study_name = _study_name(cfg, objectives)
+    output_dir = Path(str(search.output_dir)) / study_name
+    storage_kind = str(search.storage)
+    sampler = make_sampler(
+        sampler_name, seed=search.get("seed"), space=space, multi_objective=len(objectives) > 1,
+        n_startup_trials=_int(search, "n_startup_trials", 0),
+        population_size=_int(search, "population_size", 2))
+    cost = cost_spec_from(OmegaConf.to_container(search.cost, resolve=True))  # type: ignore[arg-type]
+    batch_size = _int(search, "batch_size", 1)
+    evaluator = DesignEvaluator(cfg, space, objectives, cost, float(search.train_tokens),
+                                runner or in_process_runner,
+                                penalize_infeasible=sampler_name not in _CONSTRAINED)
+    storage = make_storage(storage_kind, output_dir, study_name)  # after every check: no
+    study = open_study(study_name=study_name, storage=storage, sampler=sampler,  # stray study
+                       directions=[o.direction for o in objectives], resume=bool(search.resume),
+                       shared=is_shared(storage_kind),
+                       metadata={"objectives": [o.name for o in objectives],
+                                 "space": {k: repr(v) for k, v in space.distributions.items()}})
+    stale_s = search.get("stale_after_s")
+    timeout = search.get("timeout_s")
+    return SearchSetup(cfg, space, objectives, study, study_name, output_dir, n_trials,
+                       batch_size, None if timeout is None else float(timeout),
+                       default_stale_after_s(storage_kind) if stale_s is None else float(stale_s),
+                       evaluator)
+
+
+def run_search(setup: SearchSetup, tracking: Any | None = None) -> SearchOutcome:
+    """Run the batches, then write the table, plots and MLflow summary."""
+    study = setup.study
+    stale = stale_trials(study, stale_after_s=setup.stale_after_s) if setup.cfg.search.resume else []
+    on_batch = tracking.log_trials if tracking is not None else None
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*CmaEsSampler will not use.*")
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        stats = run_batches(study, setup.space, setup.evaluator, n_trials=setup.n_trials,
+                            batch_size=setup.batch_size, timeout_s=setup.timeout_s, stale=stale,
+                            on_batch=on_batch)
+    table = setup.output_dir / "results.parquet"
+    write_table(study, setup.objectives, table)
+    plots = write_plots(study, setup.objectives, setup.output_dir / "plots") \
+        if setup.cfg.search.get("log_plots", True) else []
+    best = best_trials(study, setup.objectives)
+    parent, error = None, ""
+    if tracking is not None:
+        t0 = time.perf_counter()
+        parent, error = tracking.finish(study, setup.objectives, best, table, plots, stats)
+        stats.logging_s += time.perf_counter() - t0  # draining the background logger included
+        stats.total_s += time.perf_counter() - t0
+    return SearchOutcome(stats, best, table, plots, parent, error)
+
+
+@contextmanager
+def study_runner(cfg: DictConfig) -> Iterator[Runner]:
+    """The runner of a study: ``ray.num_workers`` Ray actors (:func:`search.run.workers.ray_pool`),
+    or this process when ``search.in_process=true`` or the config has no ``ray`` group."""
+    if cfg.search.get("in_process", False) or "ray" not in cfg:
+        yield in_process_runner
+        return
+    from search.run.workers import pool_runner, ray_pool
+
+    with ray_pool(cfg.ray) as pool:
+        yield pool_runner(pool)

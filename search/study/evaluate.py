@@ -1,0 +1,191 @@
+"""Trial parameters -> design points -> structure groups -> simulated batches -> outcomes.
+
+One call evaluates a batch of trials (DESIGN.md, "The vectorized engine"):
+
+1. derived values (``search.derived``) are computed from the trial's parameters and the base
+   config; one that is not a positive whole number makes the trial infeasible;
+2. the structural part (every non-``system.*`` key: workload and parallelization) is applied to
+   the base config and built into specs once per distinct combination (``search.config.build``),
+   ``system.*`` leaves are applied to the built SystemSpec field by field, and the
+   parallelization is resolved against ``system.num_gpus`` (dp, batch divisibility); any
+   :class:`~simcore.errors.InputError` on the way is the trial's infeasibility reason;
+3. points are grouped by graph structure (``simcore.api.structure_key`` plus model and
+   parallelization) into :class:`~search.run.batch.SpecBatch` es, one ``simulate_batch`` call
+   each, run by ``runner`` (in process, or on the sweep's Ray pool:
+   :func:`search.run.workers.pool_runner`);
+4. metrics get cost, power and throughput (:func:`search.study.objectives.design_metrics`) and become
+   objective values and constraints (:func:`search.study.objectives.outcome_of`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from search.config.build import build_specs, set_path
+from search.run.batch import Columns, Runner, SpecBatch, in_process_runner, systems_batch
+from search.study.ask_tell import TrialOutcome
+from search.study.objectives import Objective, design_metrics, infeasible_outcome, outcome_of
+from search.study.space import SearchSpace, evaluate_derived
+from simcore.cost import ClusterCostSpec
+from simcore.errors import InputError
+
+__all__ = ["DesignEvaluator", "Runner", "in_process_runner"]
+
+_MISSING = object()
+
+
+@dataclass
+class _Point:
+    index: int
+    model: Any = None
+    parallel: Any = None
+    system: Any = None
+    reason: str = ""
+
+
+class DesignEvaluator:
+    """Callable ``list[params] -> list[TrialOutcome]`` for :func:`search.ask_tell.run_batches`.
+
+    Args:
+        base_cfg: the composed config (workload, parallel, system, ...).
+        space: the search space (for derived values).
+        objectives: the study's objectives.
+        cost: cost and power prices (``search.cost``).
+        train_tokens: tokens of a full training run (time/cost to train).
+        runner: evaluates SpecBatches; :func:`in_process_runner` or the Ray pool.
+        penalize_infeasible: tell penalty values for infeasible points (samplers without
+            constraint support).
+    """
+
+    def __init__(self, base_cfg: DictConfig, space: SearchSpace, objectives: Sequence[Objective],
+                 cost: ClusterCostSpec, train_tokens: float, runner: Runner,
+                 penalize_infeasible: bool = False) -> None:
+        self.base_cfg = base_cfg
+        self.space = space
+        self.objectives = list(objectives)
+        self.cost = cost
+        self.train_tokens = train_tokens
+        self.runner = runner
+        self.penalize_infeasible = penalize_infeasible
+        self._built: dict[tuple[tuple[str, Any], ...], tuple[Any, Any, Any] | str] = {}
+        self._done: dict[tuple[tuple[str, Any], ...], TrialOutcome] = {}
+        self.n_batches = 0
+        self.n_simulated = 0  # distinct design points simulated (repeats come from a cache)
+
+    def with_objectives(self, objectives: Sequence[Objective]) -> DesignEvaluator:
+        """An evaluator for other objectives that reuses every point evaluated so far."""
+        other = DesignEvaluator(self.base_cfg, self.space, objectives, self.cost,
+                                self.train_tokens, self.runner, self.penalize_infeasible)
+        other._built = self._built
+        other._done = {key: outcome_of(o.metrics, other.objectives,
+                                       penalize_infeasible=self.penalize_infeasible)
+                       for key, o in self._done.items()}
+        return other
+
+    def _lookup(self, params: Mapping[str, Any]) -> Callable[[str], Any]:
+        def get(key: str) -> Any:
+            if key in params:
+                return params[key]
+            value = OmegaConf.select(self.base_cfg, key, default=_MISSING)
+            if value is _MISSING:
+                raise InputError("search.derived", key, "unknown config key")
+            return value
+        return get
+
+    def _structural(self, items: tuple[tuple[str, Any], ...]) -> tuple[Any, Any, Any] | str:
+        if items not in self._built:
+            cfg = self.base_cfg.copy()
+            try:
+                for key, value in items:
+                    OmegaConf.update(cfg, key, value, merge=False)
+                model, parallel, system = build_specs(cfg)
+                self._built[items] = (model, parallel, system)
+            except (InputError, ValueError) as err:
+                self._built[items] = f"invalid: {err}"
+        return self._built[items]
+
+    def _point(self, index: int, params: Mapping[str, Any]) -> _Point:
+        values = dict(params)
+        for key, expr in self.space.derived.items():
+            value, reason = evaluate_derived(key, expr, self._lookup(values))
+            if value is None:
+                return _Point(index, reason=f"invalid: {reason}")
+            values[key] = value
+        structural = tuple(sorted((k, v) for k, v in values.items() if not k.startswith("system.")))
+        built = self._structural(structural)
+        if isinstance(built, str):
+            return _Point(index, reason=built)
+        model, parallel, system = built
+        try:
+            for key, value in values.items():
+                if key.startswith("system."):
+                    system = set_path(system, key.split(".")[1:], value, key, "system")
+            if "parallel.dp" not in values and self.base_cfg.parallel.get("dp") is None:
+                parallel = dataclasses.replace(parallel, dp=None)  # re-derive for num_gpus
+            parallel = parallel.resolve(system.num_gpus)
+        except (InputError, ValueError) as err:
+            return _Point(index, reason=f"invalid: {err}")
+        return _Point(index, model, parallel, system)
+
+    def _groups(self, points: list[_Point]) -> list[tuple[SpecBatch, list[_Point]]]:
+        from simcore.api import structure_key
+
+        groups: dict[str, list[_Point]] = {}
+        for p in points:
+            key = f"{p.model!r}|{p.parallel!r}|{structure_key(p.model, p.parallel, p.system)!r}"
+            groups.setdefault(key, []).append(p)
+        fidelity = str(self.base_cfg.get("fidelity", "calibrated"))
+        out = []
+        for label, members in groups.items():
+            self.n_batches += 1
+            out.append((systems_batch(self.n_batches, label[-64:], members[0].model,
+                                      members[0].parallel, [p.system for p in members], fidelity),
+                        members))
+        return out
+
+    def __call__(self, points: list[dict[str, Any]]) -> list[TrialOutcome]:
+        """Evaluate one batch of trials; infeasible ones never raise.
+
+        A point already evaluated (samplers repeat points of discrete spaces) is answered from
+        a cache, so only distinct points are simulated (counted in ``n_simulated``).
+        """
+        keys = [tuple(sorted(p.items(), key=lambda kv: kv[0])) for p in points]
+        outcomes: list[TrialOutcome | None] = [self._done.get(k) for k in keys]
+        todo = {k: i for i, k in enumerate(keys) if outcomes[i] is None}
+        built = [self._point(i, points[i]) for i in todo.values()]
+        ok = [p for p in built if not p.reason]
+        self.n_simulated += len(built)
+        for p in built:
+            if p.reason:
+                outcomes[p.index] = infeasible_outcome(p.reason, self.objectives)
+        if ok:
+            groups = self._groups(ok)
+            results = self.runner([g for g, _ in groups])
+            for (_, members), columns in zip(groups, results, strict=True):
+                rows = _rows(columns, len(members))
+                tokens = [p.parallel.global_batch * p.model.seq_len for p in members]
+                metrics = design_metrics(rows, [p.system for p in members], tokens, self.cost,
+                                         self.train_tokens)
+                for p, row in zip(members, metrics, strict=True):
+                    outcomes[p.index] = outcome_of(
+                        row, self.objectives, penalize_infeasible=self.penalize_infeasible)
+        for key, i in todo.items():
+            self._done[key] = outcomes[i]  # type: ignore[assignment]
+        for i, key in enumerate(keys):
+            outcomes[i] = self._done[key]
+        return [o for o in outcomes if o is not None]
+
+
+def _rows(columns: Columns, n: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{} for _ in range(n)]
+    for key, values in columns.items():
+        listed = np.asarray(values).tolist()
+        for j in range(n):
+            rows[j][key] = listed[j]
+    return rows

@@ -1,0 +1,1 @@
+"""Grid and random sweeps: plan, axes, driver, output folder, finish, plots."""

@@ -1,0 +1,126 @@
+"""The sweep driver: plan -> batches -> Ray actors -> parquet -> MLflow.
+
+Model (DESIGN.md "User-facing contract" ``simsweep sweep`` and "Reliability"):
+1. :func:`search.plan.make_plan` expands and validates every point before any work;
+2. points are grouped by graph structure and cut into batches of ``sweep.batch_size``;
+3. a :class:`search.run.workers.WorkerPool` evaluates them; each finished batch is appended to the
+   parquet table (:class:`search.tables.ResultsStore`) and queued for MLflow child runs;
+4. the table is consolidated, summarized, and published to the parent MLflow run.
+
+Resume (``sweep.resume=true``, same ``sweep.output_dir``): the folder's ``sweep.json`` must hold
+the same sweep hash; points already on disk are not recomputed and MLflow runs are found by their
+tags, so none is duplicated. An unreachable tracking server only defers logging to
+``simsweep sync``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from search.run.batch import BatchOutput, SpecBatch
+from search.run.metrics import cost_spec_from
+from search.run.tables import ResultsStore
+from search.sweep.finish import finish_sweep, start_tracking
+from search.sweep.output import SweepOutcome, prepare_output
+from search.sweep.plan import SweepPlan
+
+__all__ = ["SweepOutcome", "iter_batches", "prepare_output", "run_sweep"]
+
+def iter_batches(plan: SweepPlan, batch_size: int, done: np.ndarray,
+                 cost: Any = None) -> Iterator[SpecBatch]:
+    """Batches of not-yet-done points, one structure group at a time (ids ascending)."""
+    todo = np.ones(plan.num_points, dtype=bool)
+    todo[done[done < plan.num_points]] = False
+    keys = [c.batch_key for c in plan.combos]
+    batch_id = 0
+    for key in dict.fromkeys(keys):
+        members = [i for i, k in enumerate(keys) if k == key]
+        ids = np.flatnonzero(np.isin(plan.combo_of, members) & todo)
+        combo = plan.combos[members[0]]
+        local = {m: j for j, m in enumerate(members)}
+        bases = tuple(plan.combos[m].system for m in members)
+        for start in range(0, ids.shape[0], batch_size):
+            chunk = ids[start:start + batch_size]
+            yield SpecBatch(
+                batch_id=batch_id, group=key, point_ids=chunk, model=combo.model,
+                parallel=combo.parallel, bases=bases,
+                base_index=np.array([local[c] for c in plan.combo_of[chunk].tolist()],
+                                    dtype=np.int64),
+                overrides={path: plan.columns[k][chunk] for k, path in plan.hardware.items()},
+                cost=cost, fidelity=combo.fidelity)
+            batch_id += 1
+
+
+def run_sweep(plan: SweepPlan, cfg: DictConfig,
+              on_batch: Callable[[BatchOutput], None] | None = None) -> SweepOutcome:
+    """Evaluate every point of ``plan`` not yet on disk; publish; return the outcome."""
+    t0 = time.perf_counter()
+    out, manifest = prepare_output(plan, cfg)
+    store = ResultsStore(out, float(cfg.sweep.flush_interval_s))
+    done = store.done_ids()
+    outcome = SweepOutcome(out, plan.num_points, skipped=int(np.unique(done).shape[0]))
+    track = start_tracking(cfg, manifest, out, plan.num_points, [a.key for a in plan.axes], outcome)
+    if outcome.skipped < plan.num_points:
+        _evaluate(plan, cfg, done, store, track, outcome, on_batch)
+    else:
+        store.flush()
+    finish_sweep(cfg, out, manifest, store, track, outcome)
+    outcome.write_s = store.write_s
+    outcome.wall_s = time.perf_counter() - t0
+    return outcome
+
+
+def cost_spec(cfg: DictConfig) -> Any:
+    """The cluster cost spec of ``search.cost`` (None when the config has none)."""
+    node = OmegaConf.select(cfg, "search.cost")
+    if node is None:
+        return None
+    return cost_spec_from(OmegaConf.to_container(node, resolve=True))  # type: ignore[arg-type]
+
+
+def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: ResultsStore,
+              track: Any, outcome: SweepOutcome,
+              on_batch: Callable[[BatchOutput], None] | None) -> None:
+    """Run the remaining batches on the Ray pool; append each result to disk and MLflow."""
+    from search.run.tables import batch_frame
+    from search.run.workers import ray_pool
+
+    with ray_pool(cfg.ray) as pool:
+        try:
+            pool.wait_ready()
+            t_eval = time.perf_counter()
+            bar = _progress(cfg, plan.num_points - outcome.skipped)
+            batches = iter_batches(plan, int(cfg.sweep.batch_size), done, cost_spec(cfg))
+            for res in pool.imap_unordered(batches):
+                axes = {k: v[res.point_ids] for k, v in plan.columns.items()}
+                hashes = [plan.point_hash[i] for i in res.point_ids.tolist()]
+                frame = batch_frame(res.point_ids, hashes, axes, res.columns, res.batch_id, res.node_id)
+                store.add(frame)
+                if track is not None:
+                    track.submit(frame)
+                outcome.computed += frame.height
+                if bar is not None:
+                    bar.update(frame.height)
+                if on_batch is not None:
+                    on_batch(res)
+            if bar is not None:
+                bar.close()
+            outcome.eval_s = time.perf_counter() - t_eval
+        finally:
+            store.flush()
+            outcome.retries = pool.retries
+            outcome.batches_per_node = dict(pool.batches_per_node)
+
+
+def _progress(cfg: DictConfig, total: int) -> Any:
+    if not cfg.sweep.progress or total <= 0:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="pt", unit_scale=True, desc=f"sweep {cfg.sweep.name}",
+                smoothing=0.1, dynamic_ncols=True)

@@ -1,0 +1,85 @@
+"""The output folder of a sweep: its manifest (``sweep.json``) and the outcome record.
+
+Model (DESIGN.md "Reliability"): the folder holds the sweep hash, so a resumed sweep
+(``sweep.resume=true``) refuses a folder of another sweep; the manifest is rewritten atomically
+(write then rename) whenever the tracking state changes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from search.sweep.plan import SweepPlan, _sha
+from simcore.errors import InputError
+
+__all__ = ["MANIFEST", "SweepOutcome", "prepare_output", "write_manifest"]
+
+MANIFEST = "sweep.json"
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep did (for the CLI summary, tests and the benchmark)."""
+
+    output_dir: Path
+    num_points: int
+    computed: int = 0
+    skipped: int = 0
+    retries: int = 0
+    batches_per_node: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+    plan_s: float = 0.0
+    eval_s: float = 0.0  # from the first batch submitted to the last result received
+    write_s: float = 0.0
+    log_s: float = 0.0
+    parent_run_id: str | None = None
+    tracking_ok: bool = True
+    tracking_error: str = ""
+    summary_text: str = ""
+
+
+def prepare_output(plan: SweepPlan, cfg: DictConfig) -> tuple[Path, dict[str, Any]]:
+    """Create or reopen the output folder; return it and its manifest."""
+    sweep = cfg.sweep
+    if sweep.output_dir:
+        out = Path(str(sweep.output_dir)).resolve()
+    else:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        out = (Path("outputs") / f"sweep-{sweep.name}-{stamp}").resolve()
+    path = out / MANIFEST
+    if path.exists():
+        manifest: dict[str, Any] = json.loads(path.read_text())
+        if not sweep.resume:
+            raise InputError("sweep.output_dir", str(out),
+                             "already holds a sweep; pass sweep.resume=true or another folder")
+        if manifest["sweep_hash"] != plan.sweep_hash:
+            raise InputError("sweep.resume", str(out), "folder holds a different sweep "
+                             f"(hash {manifest['sweep_hash']} != {plan.sweep_hash})")
+        return out, manifest
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "sweep_hash": plan.sweep_hash, "sweep_id": _sha(f"{plan.sweep_hash}|{out}"),
+        "name": str(sweep.name), "num_points": plan.num_points,
+        "axes": [a.key for a in plan.axes], "hardware_axes": sorted(plan.hardware),
+        "fixed": list(plan.fixed), "objective": str(sweep.objective),
+        "direction": str(sweep.direction), "top_k": int(sweep.top_k),
+        "created_utc": datetime.now(UTC).isoformat(),
+        "tracking": OmegaConf.to_container(cfg.tracking, resolve=True),
+        "parent_run_id": None, "tracking_synced": False,
+    }
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    write_manifest(out, manifest)
+    return out, manifest
+
+
+def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
+    """Atomically rewrite ``sweep.json``."""
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str))
+    tmp.replace(out / MANIFEST)

@@ -1,0 +1,221 @@
+"""Sweep planning: overrides -> validated design points grouped by graph structure.
+
+Model (DESIGN.md "The vectorized engine": points that share workload and parallelization share
+the graph structure and differ only in numbers). Axes are split in two kinds:
+
+- *structural* axes (config-group choices, ``workload.*``, ``parallel.*`` and any ``system.*``
+  key whose value changes ``simcore.api.structure_key``) are composed with Hydra's compose API,
+  once per distinct combination, validated against the schemas and built into specs;
+- *hardware* axes (``system.*`` leaves that keep the structure) are applied to the composed
+  SystemSpec field by field inside the worker, so 10^5 points cost 10^5 small dataclass
+  replacements, not 10^5 Hydra compositions. Every distinct hardware value is checked before
+  any work (schema type, then the spec's own rules on the base system), and
+  ``tests/search/sweep/test_plan.py`` checks that base+replace equals a full composition per point.
+
+Each point gets a stable ``point_hash`` (its composed structural config and hardware values)
+and the sweep a ``sweep_hash``; resume and MLflow de-duplication rely on both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from omegaconf import DictConfig, OmegaConf
+
+from search.config.build import build_specs, coerce_column, field_type, set_path
+from search.config.schema import validate_config
+from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random
+
+__all__ = ["Combo", "SweepPlan", "format_value", "make_plan"]
+
+_SIM_GROUPS = ("workload", "parallel", "system", "collective", "memory")
+_RUN_GROUPS = ("sweep", "tracking", "ray")  # how a sweep runs, not what it computes
+Composer = Callable[[Sequence[str]], DictConfig]
+
+
+@dataclass(frozen=True, eq=False)
+class Combo:
+    """One structural combination: its overrides, composed config and built specs."""
+
+    overrides: tuple[str, ...]
+    cfg: DictConfig
+    model: Any
+    parallel: Any
+    system: Any
+    config_hash: str
+    batch_key: str  # equal batch_key => may share one simulate_batch call
+    fidelity: str = "calibrated"  # simcore.api.simulate_batch fidelity mode
+
+
+@dataclass(frozen=True, eq=False)
+class SweepPlan:
+    """Every design point of a sweep, as columns, with its structural combination.
+
+    Attributes:
+        base_cfg: the config composed with the fixed (non-sweep) overrides.
+        axes: the sweep axes, in order.
+        columns: axis key -> (N,) values.
+        hardware: hardware axis key -> path inside SystemSpec.
+        combos: structural combinations; ``combo_of`` (N,) indexes them.
+        point_hash: (N,) stable point identities.
+        sweep_hash: identity of the whole sweep definition.
+    """
+
+    base_cfg: DictConfig
+    fixed: tuple[str, ...]
+    axes: tuple[Axis, ...]
+    columns: dict[str, NDArray[Any]]
+    hardware: dict[str, str]
+    combos: list[Combo]
+    combo_of: NDArray[np.int64]
+    point_hash: list[str]
+    sweep_hash: str
+
+    @property
+    def num_points(self) -> int:
+        """N, the number of design points."""
+        return len(self.point_hash)
+
+
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-./]*$")
+
+
+def format_value(value: Any) -> str:
+    """A Python value as a Hydra override value (quoted when it is not a plain token)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    text = str(value)
+    if _PLAIN.match(text) and text.lower() not in {"true", "false", "null"}:
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _sim_config_hash(cfg: DictConfig) -> str:
+    tree = {g: OmegaConf.to_container(cfg[g], resolve=True) for g in _SIM_GROUPS if g in cfg}
+    tree["fidelity"] = str(cfg.get("fidelity", "calibrated"))
+    return _sha(json.dumps(tree, sort_keys=True, default=str))
+
+
+def _build(cfg: DictConfig) -> tuple[Any, Any, Any]:
+    model, parallel, system = build_specs(cfg)
+    return model, parallel, system
+
+
+def _structure(model: Any, parallel: Any, system: Any) -> str:
+    from simcore.api import structure_key
+
+    return repr(structure_key(model, parallel, system))
+
+
+def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray[Any]]) -> dict[str, str]:
+    """Axis key -> SystemSpec path for system leaves that keep the graph structure."""
+    out: dict[str, str] = {}
+    base_key = _structure(base.model, base.parallel, base.system)
+    for ax in axes:
+        if ax.is_group or not ax.key.startswith("system."):
+            continue
+        path = tuple(ax.key.split(".")[1:])
+        tp = field_type(type(base.system), path)
+        if tp is None or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+            continue  # not a leaf field: let composition report it
+        col = coerce_column(columns[ax.key], tp, ax.key)
+        columns[ax.key] = col
+        structural = False
+        for value in np.unique(col).tolist():
+            spec = set_path(base.system, path, value)  # raises InputError on a bad value
+            structural |= _structure(base.model, base.parallel, spec) != base_key
+        if not structural:
+            out[ax.key] = ".".join(path)
+    return out
+
+
+def _combo(compose: Composer, overrides: tuple[str, ...]) -> Combo:
+    cfg = compose(overrides)
+    validate_config(cfg)
+    model, parallel, system = _build(cfg)
+    key = _structure(model, parallel, system)
+    fidelity = str(cfg.get("fidelity", "calibrated"))
+    batch_key = _sha(f"{model!r}|{parallel!r}|{key}|{fidelity}")
+    return Combo(overrides, cfg, model, parallel, system, _sim_config_hash(cfg), batch_key,
+                 fidelity)
+
+
+def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Sequence[str]) -> SweepPlan:
+    """Expand and validate a sweep (see module docstring).
+
+    Args:
+        compose: overrides -> composed config (Hydra compose API).
+        options: config group -> its options (for ``glob``).
+        cli: command-line overrides, sweep axes included.
+    """
+    probe = parse_overrides(cli, {}, options)  # fixed overrides select the sweep file
+    base_cfg = compose(probe.fixed)
+    validate_config(base_cfg)
+    sweep = base_cfg.sweep
+    file_axes = {str(k): str(v) for k, v in (sweep.get("axes") or {}).items()}
+    if probe.axes and not any(t.split("=", 1)[0] == "sweep" for t in probe.fixed):
+        file_axes = {}  # axes on the command line replace the default sweep file's
+    seed = int(sweep.seed)
+    parsed = parse_overrides(cli, file_axes, options, seed)
+    if parsed.fixed != probe.fixed:  # the sweep file also fixes single values
+        base_cfg = compose(parsed.fixed)
+        validate_config(base_cfg)
+        sweep = base_cfg.sweep
+    if sweep.mode == "random":
+        columns = sample_random(parsed.axes, int(sweep.num_points), seed)
+    else:
+        columns = expand_grid(parsed.axes)
+    n = len(next(iter(columns.values()))) if columns else 1
+    base = _combo(compose, parsed.fixed)
+    hardware = _hardware_axes(base, parsed.axes, columns)
+    structural = [ax.key for ax in parsed.axes if ax.key not in hardware]
+    combo_of, combos = _combos(compose, parsed.fixed, structural, columns, n, base)
+    hashes = _point_hashes(combos, combo_of, [columns[k] for k in hardware])
+    sim_fixed = [t for t in parsed.fixed
+                 if t.lstrip("+~").split("=")[0].split(".")[0] not in _RUN_GROUPS]
+    ident = {"fixed": sorted(sim_fixed), "axes": [a.expr for a in parsed.axes],
+             "mode": str(sweep.mode), "seed": seed, "n": n, "base": base.config_hash}
+    return SweepPlan(base_cfg, parsed.fixed, parsed.axes, columns, hardware, combos, combo_of,
+                     hashes, _sha(json.dumps(ident, sort_keys=True)))
+
+
+def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],
+            columns: dict[str, NDArray[Any]], n: int, base: Combo) -> tuple[NDArray[np.int64], list[Combo]]:
+    if not structural:
+        return np.zeros(n, dtype=np.int64), [base]
+    keys = [tuple(columns[k][i] for k in structural) for i in range(n)]
+    index: dict[tuple[Any, ...], int] = {}
+    combo_of = np.empty(n, dtype=np.int64)
+    for i, key in enumerate(keys):
+        combo_of[i] = index.setdefault(key, len(index))
+    combos = []
+    for key in index:
+        extra = tuple(f"{k}={format_value(v)}" for k, v in zip(structural, key, strict=True))
+        combos.append(_combo(compose, (*fixed, *extra)))
+    return combo_of, combos
+
+
+def _point_hashes(combos: list[Combo], combo_of: NDArray[np.int64], hw: list[NDArray[Any]]) -> list[str]:
+    prefix = [c.config_hash for c in combos]
+    values = [col.tolist() for col in hw]
+    out = []
+    for i, c in enumerate(combo_of.tolist()):
+        text = prefix[c] + "|" + "|".join(repr(v[i]) for v in values)
+        out.append(hashlib.sha1(text.encode()).hexdigest()[:16])
+    return out

@@ -1,0 +1,1 @@
+"""MLflow tracking: the client, the publishing of sweep results, and study logging."""

@@ -1,0 +1,110 @@
+"""Public entry points for the files simcore reads and writes, for the ``simsweep`` commands.
+
+The commands talk to :mod:`simcore.api` (simulation) and to this module (file formats) only;
+the modules behind it may move without touching a command:
+
+* Chakra execution traces (reference/astra-sim-and-chakra.md §4): read, JSON view, the
+  configured workload as per-rank ET files and communicator groups;
+* ASTRA-sim inputs (system JSON, network YAML, remote-memory and comm-group JSON) and the
+  emulator that runs them;
+* custom-collective ET files of a native algorithm, and MSCCL-IR XML converted to ET files;
+* the Chrome-trace (Perfetto) timeline of one design point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simcore.emulator.inputs import read_comm_groups, read_network, read_remote_memory, read_system
+from simcore.emulator.load import read_programs
+from simcore.emulator.run import simulate_astra
+from simcore.network.collectives.et_graphs import build_collective, write_collective
+from simcore.traces.chakra.et import read_trace
+from simcore.traces.chakra.export import write_comm_groups, write_traces
+from simcore.traces.chakra.json import trace_to_json
+from simcore.traces.msccl import msccl_to_traces
+
+__all__ = [
+    "astra_system_files",
+    "build_collective",
+    "chrome_trace",
+    "msccl_to_traces",
+    "read_comm_groups",
+    "read_network",
+    "read_programs",
+    "read_remote_memory",
+    "read_system",
+    "read_trace",
+    "simulate_astra",
+    "trace_to_json",
+    "workload_traces",
+    "import_execution_trace",
+    "trace_model",
+    "write_collective",
+    "write_step",
+    "write_comm_groups",
+    "write_traces",
+]
+
+
+def chrome_trace(model: Any, parallel: Any, system: Any,
+                 fidelity: str = "calibrated") -> dict[str, Any]:
+    """The Chrome-trace (Perfetto) timeline of the representative ranks of one design point,
+    drawn from the schedule ``fidelity`` evaluates (its durations and overlap slowdown)."""
+    from simcore.api import evaluated_durations
+    from simcore.engine.trace import chrome_trace as _chrome_trace
+
+    cw, seconds, slowdown = evaluated_durations(model, parallel, system, fidelity)
+    return _chrome_trace(cw, seconds, slowdown)
+
+
+def workload_traces(model: Any, parallel: Any, system: Any) -> tuple[dict[int, Any], Any]:
+    """(rank -> Chakra ET trace, communicator groups) of the configured workload, through its
+    family's exporter; compute durations are the direct simulation's."""
+    from simcore.api import check_structure, compiled_workload
+    from simcore.engine.evaluate import template_durations
+    from simcore.errors import InputError
+    from simcore.hardware import SystemBatch
+    from simcore.workloads import family_of
+    from simcore.workloads.layout import RankLayout
+
+    par, reason = check_structure(model, parallel, system)
+    if par is None:
+        raise InputError("structure", model.name, reason)
+    cw = compiled_workload(model, parallel, system)
+    seconds = template_durations(cw, SystemBatch.from_specs([system]), par.precision)[:, 0]
+    layout = RankLayout.of(par, system.gpus_per_node)
+    return family_of(model).export_traces(cw.workload, layout, np.asarray(seconds) * 1e6)
+
+
+def trace_model(*args: Any, **kwargs: Any) -> Any:
+    """Record one training step of a PyTorch model (:func:`simcore.traces.pytorch.api.trace_model`;
+    PyTorch is imported only here, lazily)."""
+    from simcore.traces.pytorch.api import trace_model as _trace_model
+
+    return _trace_model(*args, **kwargs)
+
+
+def write_step(*args: Any, **kwargs: Any) -> Any:
+    """Write a traced step as a Chakra ET (:func:`simcore.traces.pytorch.api.write_step`)."""
+    from simcore.traces.pytorch.api import write_step as _write_step
+
+    return _write_step(*args, **kwargs)
+
+
+def import_execution_trace(*args: Any, **kwargs: Any) -> Any:
+    """A PyTorch execution trace (JSON) as Chakra ET
+    (:func:`simcore.traces.pytorch.api.import_execution_trace`)."""
+    from simcore.traces.pytorch.api import import_execution_trace as _import
+
+    return _import(*args, **kwargs)
+
+
+def astra_system_files(system: Any) -> tuple[dict[str, Any], str]:
+    """(system JSON, network YAML) of the system ASTRA-sim sees for ``system``
+    (:mod:`simcore.fidelity.astra.export_system`)."""
+    from simcore.fidelity.astra.export_system import network_yaml, system_json
+
+    return system_json(system), network_yaml(system)

@@ -1,0 +1,51 @@
+"""`simsweep simulate`: Hydra composition, spec building, JSON output, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from search.cli import main
+from search.config.build import build_specs
+from search.config.compose import compose
+from simcore.errors import InputError
+
+
+def test_every_workload_and_parallel_preset_builds() -> None:
+    for workload in ["gpt_tiny", "gpt_1b", "gpt3_175b", "llama3_70b", "llama3_405b",
+                     "mixtral_8x7b"]:
+        for parallel in ["default", "megatron_tp8_pp8", "megatron_interleaved"]:
+            cfg = compose([f"workload={workload}", f"parallel={parallel}"])
+            model, par, system = build_specs(cfg)
+            assert model.name == workload and par.tp >= 1 and system.num_gpus >= 1
+
+
+def test_simulate_json(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["simulate", "workload=gpt_tiny", "parallel.tp=2", "parallel.pp=2",
+               "parallel.global_batch=16", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["feasible"] is True and out["iteration_time_s"] > 0
+    assert 0 < out["mfu"] < 1
+
+
+def test_bad_override_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "parallel.tpp=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "parallel.tpp" in err
+
+
+def test_bad_value_names_key() -> None:
+    with pytest.raises(InputError, match=r"parallel.recompute='sometimes'"):
+        build_specs(compose(["parallel.recompute=sometimes"]))
+
+
+def test_trace_file(tmp_path: pytest.TempPathFactory) -> None:
+    path = tmp_path / "t.json"  # type: ignore[operator]
+    rc = main(["simulate", "workload=gpt_tiny", "parallel.pp=2", "parallel.global_batch=16",
+               f"--trace={path}"])
+    assert rc == 0
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["name"] for e in events if e["ph"] == "X"}
+    assert {"pp_send", "optimizer_step"} <= names

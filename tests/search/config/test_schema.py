@@ -1,0 +1,49 @@
+"""Structured-config schemas mirrored from the spec dataclasses (search/config/schema.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+from omegaconf import OmegaConf
+
+from search.config.schema import mirror, validate_value
+from simcore.errors import InputError
+
+
+@dataclass(frozen=True)
+class _Dim:
+    kind: Literal["Ring", "Switch"] = "Switch"
+    bandwidth_GBps: float = 100.0
+
+
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    sizes: tuple[int, ...] = (8, 4)
+    dp: int | None = None
+    dim: _Dim = field(default_factory=_Dim)
+
+
+def test_mirror_keeps_fields_defaults_and_nesting():
+    node = OmegaConf.structured(mirror(_Spec))
+    assert OmegaConf.is_missing(node, "name")
+    assert list(node.sizes) == [8, 4] and node.dp is None
+    assert node.dim.bandwidth_GBps == 100.0
+    node.dim.kind = "Ring"
+    with pytest.raises(Exception, match="expected one of"):
+        node.dim.kind = "Torus"
+
+
+@pytest.mark.parametrize(("group", "content", "key", "rule"), [
+    ("sweep", {"batch_sise": 8}, "sweep.batch_sise", "unknown key"),
+    ("sweep", {"batch_size": "many"}, "sweep.batch_size", "Integer"),
+    ("ray", {"num_workers": 2.5}, "ray.num_workers", "Integer"),
+    ("tracking", {"enabled": "perhaps"}, "tracking.enabled", "bool"),
+])
+def test_own_groups_reject_typos_and_wrong_types_naming_key_value_rule(group, content, key, rule):
+    with pytest.raises(InputError) as err:
+        validate_value(group, content)
+    assert err.value.key == key and rule in err.value.rule
+    assert "valid keys here" not in err.value.rule or "batch_size" in err.value.rule

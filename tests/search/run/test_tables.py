@@ -1,0 +1,45 @@
+"""Results parts on disk, consolidation and the summary (search/run/tables.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from search.run.tables import ResultsStore, batch_frame, format_summary, summarize
+
+
+def _frame(ids, times, feasible, reasons):
+    ids = np.asarray(ids, dtype=np.int64)
+    cols = {"iteration_time_s": np.asarray(times, dtype=float),
+            "feasible": np.asarray(feasible), "reason": np.asarray(reasons, dtype=object)}
+    return batch_frame(ids, [f"h{i}" for i in ids], {"parallel.tp": ids % 3 + 1}, cols, 0, "n1")
+
+
+def test_parts_are_atomic_and_reloaded_after_reopening(tmp_path):
+    store = ResultsStore(tmp_path, flush_interval_s=3600)
+    store.add(_frame([0, 1], [2.0, 1.0], [True, True], ["", ""]))
+    assert store.done_ids().size == 0  # buffered, not yet on disk
+    store.flush()
+    store.add(_frame([2, 3], [3.0, 0.5], [True, False], ["", "oom: 90 GiB > 80 GiB"]))
+    store.flush()
+    assert not list((tmp_path / "results").glob("*.tmp"))
+    again = ResultsStore(tmp_path)
+    assert sorted(again.done_ids().tolist()) == [0, 1, 2, 3]
+    again.add(_frame([4], [9.0], [True], [""]))
+    again.flush()
+    assert len(list((tmp_path / "results").glob("part-*.parquet"))) == 3
+    table = again.consolidate(tmp_path / "results.parquet")
+    assert table["point_id"].to_list() == [0, 1, 2, 3, 4]
+    assert pl.read_parquet(tmp_path / "results.parquet").equals(table)
+
+
+def test_summary_best_points_and_infeasible_counts_by_reason_code():
+    frame = _frame([0, 1, 2, 3, 4], [2.0, 1.0, 3.0, 0.1, 0.2], [True, True, True, False, False],
+                   ["", "", "", "out of memory: 90 > 80", "parallel.tp=3: must divide 16"])
+    s = summarize(frame, "iteration_time_s", "minimize", top_k=2)
+    assert s.num_points == 5 and s.num_feasible == 3
+    assert s.infeasible_by_reason == {"out of memory": 1, "parallel.tp": 1}
+    assert s.best["point_id"].to_list() == [1, 0]  # infeasible 0.1 s and 0.2 s excluded
+    text = format_summary(s, ["parallel.tp"], ["iteration_time_s"])
+    assert "infeasible out of memory: 1" in text and "best 2 by iteration_time_s" in text
+    assert summarize(frame, "iteration_time_s", "maximize", 1).best["point_id"].to_list() == [2]

@@ -1,0 +1,100 @@
+"""End-to-end search on the real simulator (gpt_tiny), Optuna journal storage in tmp_path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import optuna
+import polars as pl
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from search.study.driver import prepare_search, run_search
+from search.study.pareto import pareto_mask
+from simcore.errors import InputError
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+CONF = Path(__file__).resolve().parents[3] / "conf"
+
+
+def _cfg(tmp_path: Path, *overrides: str) -> DictConfig:
+    base = ["workload=gpt_tiny", "system.num_gpus=8", "parallel.global_batch=16",
+            f"search.output_dir={tmp_path}", "search.n_trials=12", "search.batch_size=4",
+            "search.n_startup_trials=4", "search.log_plots=false"]
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose("config", overrides=[*base, *overrides])
+
+
+def test_default_space_searches_parallelization(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, "search.log_plots=true")
+    setup = prepare_search(cfg)
+    assert {"parallel.tp", "parallel.pp", "parallel.recompute"} <= set(setup.space.distributions)
+    out = run_search(setup)
+    table = pl.read_parquet(out.table_path)
+    assert table.height == 12 and sorted(table["trial_number"]) == list(range(12))
+    feasible = table.filter(pl.col("feasible"))
+    assert feasible.height >= 1
+    assert out.best[0].values[0] == pytest.approx(feasible["iteration_time_s"].min())
+    assert table.filter(~pl.col("feasible"))["reason"].str.len_chars().min() > 0  # type: ignore[operator]
+    names = {p.name for p in out.plots}
+    assert {"optimization_history.html", "slice.html"} <= names
+    assert out.table_path.parent == tmp_path / setup.study_name
+
+
+def test_derived_dp_and_bad_values_are_infeasible_trials(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, "search.sampler=random", "search.n_trials=24")
+    setup = prepare_search(
+        cfg,
+        extra_space={"system.num_gpus": "choice(6,8)", "parallel.tp": "choice(1,2,4)",
+                     "parallel.recompute": "choice(none,bogus)"},
+        extra_derived={"parallel.dp": "system.num_gpus / (parallel.tp * parallel.pp)"})
+    out = run_search(setup)
+    table = pl.read_parquet(out.table_path)
+    assert table.height == 24
+    reasons = table.filter(~pl.col("feasible"))["reason"].to_list()
+    assert any("not integral" in r for r in reasons)  # 6 GPUs / tp 4
+    assert any("recompute" in r for r in reasons)  # 'bogus' breaks a spec rule
+    trials = setup.study.trials
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    for t in trials:  # infeasible trials carry a violated constraint, feasible ones none
+        assert (max(t.user_attrs["constraints"]) > 0) != t.user_attrs["feasible"]
+
+
+def test_multi_objective_front_is_non_dominated(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, "search.sampler=nsga2", "search.population_size=8",
+               "search.n_trials=16", "search.objectives=[iteration_time_s,capex_usd]")
+    setup = prepare_search(cfg, extra_space={
+        "system.scaleout.bandwidth_GBps": "tag(log, interval(5, 200))",
+        "system.num_gpus": "choice(8,16)"})
+    out = run_search(setup)
+    front = np.array([t.values for t in out.best])
+    assert len(front) >= 1 and pareto_mask(front).all()
+    feasible = np.array([t.values for t in setup.study.trials if t.user_attrs["feasible"]])
+    for point in feasible:  # nothing feasible dominates a front member
+        assert not np.any(np.all(point <= front, axis=1) & np.any(point < front, axis=1))
+
+
+def test_resume_and_name_clash(tmp_path: Path) -> None:
+    run_search(prepare_search(_cfg(tmp_path, "search.study_name=s1", "search.n_trials=5")))
+    with pytest.raises(InputError, match="search.resume=true"):
+        prepare_search(_cfg(tmp_path, "search.study_name=s1"))
+    setup = prepare_search(_cfg(tmp_path, "search.study_name=s1", "search.resume=true",
+                                "search.n_trials=9"))
+    out = run_search(setup)
+    assert out.stats.n_evaluated == 4
+    assert sorted(pl.read_parquet(out.table_path)["trial_number"]) == list(range(9))
+
+
+def test_bad_search_config_fails_before_work(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="search.objectives"):
+        prepare_search(_cfg(tmp_path, "search.objectives=[speed]"))
+    with pytest.raises(InputError, match="search.sampler"):
+        prepare_search(_cfg(tmp_path, "search.sampler=cmaes",
+                            "search.objectives=[iteration_time_s,capex_usd]"))
+    with pytest.raises(InputError, match=r"search\.space\.parallel\.tp"):
+        prepare_search(_cfg(tmp_path), extra_space={"parallel.tp": "interval(4,1)"})
+    with pytest.raises(InputError, match=r"search\.cost\.pue"):
+        prepare_search(_cfg(tmp_path, "search.cost.pue=0.5"))
+    assert not any(tmp_path.iterdir())  # nothing was created: a fixed rerun starts clean

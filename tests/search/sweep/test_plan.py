@@ -1,0 +1,120 @@
+"""Sweep planning on the project's conf/: axis kinds, per-point specs, hashes (search/sweep/plan.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from search.config.build import build_specs
+from search.run.batch import materialize_systems
+from search.sweep.driver import iter_batches, prepare_output
+from search.sweep.plan import format_value
+from simcore.errors import InputError
+
+CONF = Path(__file__).resolve().parents[3] / "conf"
+
+AXES = ("system=dgx_a100_80g,dgx_h100_80g", "system.scaleout.bandwidth_GBps=25,100",
+        "system.accelerator.hbm_bandwidth_GBps=1500,2039")
+
+
+def test_hardware_axes_are_replaced_and_equal_a_full_composition_per_point(plan_for):
+    plan = plan_for("system.num_gpus=64", "parallel.tp=2", *AXES)
+    assert plan.num_points == 8 and len(plan.combos) == 2
+    assert plan.hardware == {"system.scaleout.bandwidth_GBps": "scaleout.bandwidth_GBps",
+                             "system.accelerator.hbm_bandwidth_GBps":
+                                 "accelerator.hbm_bandwidth_GBps"}
+    assert plan.columns["system.scaleout.bandwidth_GBps"].dtype == np.float64  # float field
+    from search.config.compose import compose_session
+
+    compose = compose_session(CONF)[0]
+    seen = 0
+    for batch in iter_batches(plan, 3, np.zeros(0, dtype=np.int64)):
+        systems, errors = materialize_systems(batch)
+        assert errors == [""] * batch.size
+        for pid, system in zip(batch.point_ids.tolist(), systems, strict=True):
+            point = [f"{k}={format_value(plan.columns[k][pid])}" for k in plan.columns]
+            model, parallel, full = build_specs(
+                compose(["system.num_gpus=64", "parallel.tp=2", *point]))
+            assert (model, parallel, system) == (batch.model, batch.parallel, full)
+            seen += 1
+    assert seen == 8
+
+
+def test_structural_system_keys_are_composed_per_value(plan_for):
+    plan = plan_for("system.num_gpus=8,16", "system.scaleout.bandwidth_GBps=25,50")
+    assert list(plan.hardware) == ["system.scaleout.bandwidth_GBps"]
+    assert sorted(c.system.num_gpus for c in plan.combos) == [8, 16]
+
+
+def test_point_and_sweep_hashes_are_stable_and_distinct(plan_for):
+    one = plan_for(*AXES)
+    two = plan_for(*AXES)
+    assert one.point_hash == two.point_hash and len(set(one.point_hash)) == 8
+    assert one.sweep_hash == two.sweep_hash
+    assert plan_for(*AXES[:2]).sweep_hash != one.sweep_hash
+
+
+def test_a_bad_swept_value_fails_before_any_work(plan_for):
+    with pytest.raises(InputError) as err:
+        plan_for("system.scaleout.bandwidth_GBps=-5,10")
+    assert err.value.key == "system.scaleout.bandwidth_GBps" and "> 0" in err.value.rule
+
+
+def test_command_line_axes_replace_the_default_file_unless_it_is_chosen(plan_for):
+    default = plan_for()
+    assert default.num_points == 256 and default.base_cfg.system.num_gpus == 64
+    cli_only = plan_for("parallel.tp=1,2")
+    assert cli_only.num_points == 2 and cli_only.base_cfg.system.num_gpus == 8
+    chosen = plan_for("sweep=default", "parallel.tp=1,2")  # file axes, tp replaced
+    assert chosen.num_points == 2 * 16 * 4 and chosen.base_cfg.system.num_gpus == 64
+
+
+def test_resume_refuses_a_folder_holding_another_sweep(plan_for, tmp_path):
+    first = plan_for("parallel.tp=1,2", f"sweep.output_dir={tmp_path}")
+    prepare_output(first, first.base_cfg)
+    with pytest.raises(InputError, match="already holds a sweep"):
+        prepare_output(first, first.base_cfg)
+    other = plan_for("parallel.tp=1,4", f"sweep.output_dir={tmp_path}", "sweep.resume=true")
+    with pytest.raises(InputError, match="different sweep"):
+        prepare_output(other, other.base_cfg)
+    again = plan_for("parallel.tp=1,2", f"sweep.output_dir={tmp_path}", "sweep.resume=true")
+    out, manifest = prepare_output(again, again.base_cfg)
+    assert out == tmp_path and manifest["num_points"] == 2
+    assert OmegaConf.load(tmp_path / "config.yaml").parallel.tp == 1
+
+
+def test_random_mode_draws_seeded_points_including_structural_axes(plan_for):
+    args = ("sweep.mode=random", "sweep.num_points=40", "sweep.seed=3", "parallel.tp=1,2",
+            "system.scaleout.bandwidth_GBps=interval(25,400)",
+            "system.accelerator.peak_tflops_bf16=int(interval(300,1000))")
+    one, two = plan_for(*args), plan_for(*args)
+    assert one.num_points == 40 and one.point_hash == two.point_hash
+    bw = one.columns["system.scaleout.bandwidth_GBps"]
+    assert bw.dtype == np.float64 and bw.min() >= 25 and bw.max() <= 400
+    peak = one.columns["system.accelerator.peak_tflops_bf16"]
+    assert peak.dtype == np.float64 and np.all(peak == np.round(peak))  # int draws, float field
+    assert sorted({c.parallel.tp for c in one.combos}) == [1, 2]
+    assert plan_for(*args[:2], "sweep.seed=4", *args[3:]).point_hash != one.point_hash
+
+
+def test_fidelity_axis_splits_batches_and_reaches_the_simulator(plan_for):
+    """A sweep over ``fidelity`` evaluates each point in the mode it names (not always calibrated)."""
+    from search.run.batch import evaluate_batch
+    from simcore.api import simulate_batch
+
+    plan = plan_for("system.num_gpus=16", "parallel.tp=2", "parallel.pp=2",
+                    "parallel.global_batch=16", "workload=gpt_tiny", "system=dgx_a100_80g",
+                    "fidelity=calibrated,astra")
+    assert plan.num_points == 2 and len({c.batch_key for c in plan.combos}) == 2
+    times = {}
+    for batch in iter_batches(plan, 8, np.zeros(0, dtype=np.int64)):
+        cols = evaluate_batch(batch)
+        assert cols["feasible"].all()
+        times[batch.fidelity] = float(cols["iteration_time_s"][0])
+        combo = next(c for c in plan.combos if c.fidelity == batch.fidelity)
+        direct = simulate_batch(combo.model, combo.parallel, [combo.system], batch.fidelity)
+        assert times[batch.fidelity] == float(direct.iteration_time_s[0])
+    assert set(times) == {"calibrated", "astra"} and times["astra"] != times["calibrated"]
