@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from simcore.engine.devices import device_template_durations
 from simcore.engine.evaluate import CompiledWorkload, template_durations
 from simcore.fidelity._base import FloatArray
 from simcore.fidelity.overlap import overlap_slowdown
@@ -33,7 +34,10 @@ class CalibratedFidelity:
 
     def durations(self, cw: CompiledWorkload, sb: SystemBatch, systems: Sequence[SystemSpec],
                   parallel: ParallelSpec) -> FloatArray:
-        """(U, B) calibrated template seconds."""
+        """(U, B) calibrated template seconds; on mixed device pools each template on its
+        stage's devices (:func:`simcore.engine.devices.device_template_durations`)."""
+        if cw.template_stage is not None:
+            return device_template_durations(cw, sb, parallel)
         return template_durations(cw, sb, parallel.precision)
 
     def overlap_slowdown(self, sb: SystemBatch) -> FloatArray:
