@@ -18,16 +18,18 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.engine.devices import compile_on_pools
 from simcore.engine.evaluate import CompiledWorkload, compile_workload, evaluate_times
 from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
 from simcore.fidelity import get_fidelity
 from simcore.hardware.batch import SystemBatch
-from simcore.memory.capacity import check_capacity
+from simcore.memory.capacity import check_capacity, check_stage_pools
 from simcore.memory.offload import apply_memory_tier
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads import family_of
+from simcore.workloads.layout import RankLayout
 
 __all__ = ["check_structure", "compiled_workload", "evaluated_durations", "simulate_batch",
            "structure_key"]
@@ -62,6 +64,15 @@ def _compiled(model: Hashable, par: ParallelSpec, gpus_per_node: int,
     return compile_workload(get_fidelity(fidelity).prepare(workload))
 
 
+@lru_cache(maxsize=32)
+def _compiled_pools(model: Hashable, par: ParallelSpec, gpus_per_node: int,
+                    pool_counts: tuple[int, ...], fidelity: str = "calibrated"
+                    ) -> CompiledWorkload:
+    workload = get_fidelity(fidelity).prepare(family_of(model).build(model, par, gpus_per_node))
+    layout = RankLayout.of(par, gpus_per_node, pool_counts)
+    return compile_on_pools(workload, layout.stage_pools)
+
+
 def compiled_workload(model: Hashable, parallel: ParallelSpec, system: SystemSpec,
                       fidelity: str = "calibrated") -> CompiledWorkload:
     """The cached compiled graph of a valid structure (``fidelity`` as in :func:`simulate_batch`).
@@ -73,6 +84,9 @@ def compiled_workload(model: Hashable, parallel: ParallelSpec, system: SystemSpe
     if par is None:
         raise InputError("structure", f"{getattr(model, 'name', model)}", reason)
     get_fidelity(fidelity)
+    if not system.uniform_devices:
+        return _compiled_pools(model, par, system.gpus_per_node,
+                               tuple(p.count for p in system.devices), fidelity)
     return _compiled(model, par, system.gpus_per_node, fidelity)
 
 
@@ -138,8 +152,18 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
     par, reason = check_structure(model, parallel, systems[0])
     if par is None:
         return _infeasible(b, reason)
-    supported = np.array([_peak_tflops(s, par.precision) > 0 and s.uniform_devices
-                          for s in systems])
+    mixed = np.array([not s.uniform_devices for s in systems])
+    if mixed.any():
+        why = fid.supports("mixed_devices")
+        parts = [(np.flatnonzero(mixed), _infeasible(int(mixed.sum()), why) if why else
+                  _simulate_mixed(model, par, [s for s, m in zip(systems, mixed, strict=True)
+                                               if m], fidelity))]
+        if not mixed.all():
+            parts.append((np.flatnonzero(~mixed), simulate_batch(
+                model, parallel, [s for s, m in zip(systems, mixed, strict=True) if not m],
+                fidelity)))
+        return _merge(b, parts)
+    supported = np.array([_peak_tflops(s, par.precision) > 0 for s in systems])
     if not supported.all():
         return _split_unsupported(model, parallel, systems, supported, par.precision, fidelity)
     cw = _compiled(model, par, systems[0].gpus_per_node, fidelity)
@@ -175,8 +199,55 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
     )
 
 
-_MIXED_POOLS = ("system.pools: pools with different accelerators or calibrations are not "
-                "simulated yet (the engine costs every kernel on pool 0)")
+def _simulate_mixed(model: Hashable, par: ParallelSpec, systems: Sequence[SystemSpec],
+                    fidelity: str) -> BatchResult:
+    """:func:`simulate_batch` on clusters of mixed device pools (every system of the batch
+    mixed; :mod:`simcore.engine.devices`): kernels on each stage's devices, collectives at the
+    slowest member's pace, memory checked per stage on each pool it runs on."""
+    fid = get_fidelity(fidelity)
+    family = family_of(model)
+    b = len(systems)
+    sb = SystemBatch.from_specs(systems)
+    peaks = sb.pool_peak_flops[par.precision]  # (D, B)
+    if (peaks <= 0).any():
+        d, j = (int(x[0]) for x in np.nonzero(peaks <= 0))
+        acc = systems[j].devices[d].accelerator
+        return _infeasible(b, f"parallel.precision={par.precision!r}: not supported by pool {d} "
+                           f"({acc.name if acc is not None else '?'})")
+    if any(s.memory.offloads for s in systems):
+        return _infeasible(b, "system.memory: a remote memory tier is not modelled on mixed "
+                           "device pools")
+    cw = _compiled_pools(model, par, systems[0].gpus_per_node,
+                         tuple(p.count for p in systems[0].devices), fidelity)
+    assert cw.stage_pools is not None
+    fps = [family.footprint(model, par, s) for s in range(cw.workload.num_stages)]
+    fits, peak_gib, reasons = check_stage_pools(fps, cw.stage_pools, sb)
+    bd = evaluate_times(cw, fid.durations(cw, sb, systems, par), fid.overlap_slowdown(sb))
+    exposed_total = np.zeros(b)
+    for v in bd.exposed_by_kind.values():
+        exposed_total += v
+    tflops = family.flops_per_iter(model, par) / bd.iteration_time_s / par.num_gpus / 1e12
+    mean_peak = (sb.pool_count * peaks).sum(axis=0) / sb.pool_count.sum(axis=0)
+    return BatchResult(
+        iteration_time_s=bd.iteration_time_s, compute_s=bd.compute_s,
+        exposed_comm_s=exposed_total, bubble_s=bd.bubble_s, peak_memory_gib=peak_gib,
+        model_tflops_per_gpu=tflops, mfu=tflops * 1e12 / mean_peak, feasible=fits,
+        reason=reasons, exposed_comm_by_kind=bd.exposed_by_kind)
+
+
+def _merge(b: int, parts: Sequence[tuple[NDArray[np.int64], BatchResult]]) -> BatchResult:
+    """One (b,) result from sub-results at the given indices."""
+    out = _infeasible(b, "")
+    reasons = [""] * b
+    for idx, sub in parts:
+        for name in ("iteration_time_s", "compute_s", "exposed_comm_s", "bubble_s",
+                     "peak_memory_gib", "model_tflops_per_gpu", "mfu", "feasible"):
+            getattr(out, name)[idx] = getattr(sub, name)
+        for k, v in sub.exposed_comm_by_kind.items():
+            out.exposed_comm_by_kind[k][idx] = v
+        for j, i in enumerate(idx.tolist()):
+            reasons[i] = sub.reason[j]
+    return BatchResult(**{**out.__dict__, "reason": tuple(reasons)})
 
 
 def _peak_tflops(system: SystemSpec, precision: str) -> float:
@@ -188,20 +259,15 @@ def _split_unsupported(model: Hashable, parallel: ParallelSpec, systems: Sequenc
                        ) -> BatchResult:
     """Evaluate the points whose accelerator supports ``precision``; mask the others."""
     b = len(systems)
-    out = _infeasible(b, "")
-    reasons = [f"parallel.precision={precision!r}: not supported by {s.accelerator.name}"
-               if s.uniform_devices else _MIXED_POOLS for s in systems]
+    bad = np.flatnonzero(~supported)
+    parts = [(bad, BatchResult(**{**_infeasible(bad.size, "").__dict__, "reason": tuple(
+        f"parallel.precision={precision!r}: not supported by {systems[int(i)].accelerator.name}"
+        for i in bad)}))]
     idx = np.flatnonzero(supported)
     if idx.size:
-        sub = simulate_batch(model, parallel, [systems[int(i)] for i in idx], fidelity)
-        for name in ("iteration_time_s", "compute_s", "exposed_comm_s", "bubble_s",
-                     "peak_memory_gib", "model_tflops_per_gpu", "mfu", "feasible"):
-            getattr(out, name)[idx] = getattr(sub, name)
-        for k, v in sub.exposed_comm_by_kind.items():
-            out.exposed_comm_by_kind[k][idx] = v
-        for j, i in enumerate(idx):
-            reasons[i] = sub.reason[j]
-    return BatchResult(**{**out.__dict__, "reason": tuple(reasons)})
+        parts.append((idx, simulate_batch(model, parallel, [systems[int(i)] for i in idx],
+                                          fidelity)))
+    return _merge(b, parts)
 
 
 def _unsupported_offload(systems: Sequence[SystemSpec], fits: NDArray[np.bool_],

@@ -47,6 +47,10 @@ class CompiledWorkload:
     template_kind: IntArray  # (U,)
     seg_stage: IntArray  # (S,) pipeline stage of each segment
     overlap_counts: FloatArray  # (P, U) comm templates of a stage that may overlap its compute
+    # mixed device pools (simcore.engine.devices.compile_on_pools): stage of each template and
+    # (P, D) ranks of each stage on each pool; None on one device type
+    template_stage: IntArray | None = None
+    stage_pools: IntArray | None = None
 
     @property
     def ops(self) -> OpTable:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simcore.engine.devices import device_template_durations
 from simcore.engine.evaluate import CompiledWorkload, template_durations
 from simcore.fidelity._base import FloatArray
 from simcore.fidelity.contention import collective_stretch, compute_slowdown
@@ -38,9 +39,15 @@ class CalibratedFidelity:
 
     def durations(self, cw: CompiledWorkload, sb: SystemBatch, systems: Sequence[SystemSpec],
                   parallel: ParallelSpec) -> FloatArray:
-        """(U, B) calibrated template seconds; collectives slowed by their endpoint
-        (:mod:`simcore.fidelity.contention`; unchanged with the default ``nccl`` engine)."""
-        return collective_stretch(cw, template_durations(cw, sb, parallel.precision), sb)
+        """(U, B) calibrated template seconds; on mixed device pools each template on its
+        stage's devices (:func:`simcore.engine.devices.device_template_durations`); collectives
+        slowed by their endpoint (:mod:`simcore.fidelity.contention`; unchanged with the default
+        ``nccl`` engine)."""
+        if cw.template_stage is not None:
+            tdur = device_template_durations(cw, sb, parallel)
+        else:
+            tdur = template_durations(cw, sb, parallel.precision)
+        return collective_stretch(cw, tdur, sb)
 
     def overlap_slowdown(self, sb: SystemBatch) -> FloatArray:
         """(B,) compute slowdown beside a collective, minus one: the fitted one (``nccl``

@@ -30,6 +30,7 @@ from simcore.specs.system import (
     CalibrationSpec,
     DevicePool,
     SystemSpec,
+    TopologyDimSpec,
 )
 
 __all__ = ["SystemBatch", "as_column", "as_row", "gather_by_pool"]
@@ -56,6 +57,11 @@ def _peak_flops(pool: DevicePool, precision: str) -> float:
 
 def _calibration(pool: DevicePool, key: str) -> float:
     return float(getattr(pool.calibration, key))
+
+
+def _scaleup(pool: DevicePool) -> TopologyDimSpec:
+    assert pool.scaleup is not None
+    return pool.scaleup
 
 
 def _accelerator(pool: DevicePool) -> AcceleratorSpec:
@@ -90,6 +96,8 @@ class SystemBatch:
         pool_peak_flops, pool_hbm_bandwidth_Bps, pool_hbm_capacity_bytes, pool_calib: the
             per-device fields above per pool, (D, B); the (B,) fields are their row ``pool_index``.
         pool_price_usd, pool_tdp_w: (D, B) price and TDP of one accelerator of each pool.
+        pool_scaleup_bandwidth_Bps, pool_scaleup_latency_s: (D, B) each pool's scale-up
+            fabric (asymmetric topologies); the (B,) scale-up fields are row ``pool_index``.
         pool_index: which pool the (B,) fields show (0 unless made by :meth:`pool`).
     """
 
@@ -111,6 +119,8 @@ class SystemBatch:
     pool_calib: dict[str, FloatArray]
     pool_price_usd: FloatArray
     pool_tdp_w: FloatArray
+    pool_scaleup_bandwidth_Bps: FloatArray
+    pool_scaleup_latency_s: FloatArray
     pool_index: int = 0
 
     @classmethod
@@ -136,6 +146,8 @@ class SystemBatch:
         hbm_bw = grid(lambda d: _accelerator(d).hbm_bandwidth_GBps * 1e9)
         hbm_cap = grid(lambda d: _accelerator(d).hbm_capacity_gib * 2**30)
         calib = {k: grid(partial(_calibration, key=k)) for k in _CALIBRATION_KEYS}
+        up_bw = grid(lambda d: _scaleup(d).bandwidth_GBps * 1e9)
+        up_lat = grid(lambda d: _scaleup(d).latency_ns * 1e-9)
         return cls(
             specs=tuple(systems),
             num_gpus=col(lambda s: s.num_gpus),
@@ -143,9 +155,9 @@ class SystemBatch:
             peak_flops={p: v[0] for p, v in peak.items()},
             hbm_bandwidth_Bps=hbm_bw[0],
             hbm_capacity_bytes=hbm_cap[0],
-            scaleup_bandwidth_Bps=col(lambda s: s.scaleup.bandwidth_GBps * 1e9),
+            scaleup_bandwidth_Bps=up_bw[0],
             scaleout_bandwidth_Bps=col(lambda s: s.scaleout.bandwidth_GBps * 1e9),
-            scaleup_latency_s=col(lambda s: s.scaleup.latency_ns * 1e-9),
+            scaleup_latency_s=up_lat[0],
             scaleout_latency_s=col(lambda s: s.scaleout.latency_ns * 1e-9),
             calib={k: v[0] for k, v in calib.items()},
             pool_count=grid(lambda d: d.count),
@@ -155,6 +167,8 @@ class SystemBatch:
             pool_calib=calib,
             pool_price_usd=grid(lambda d: _accelerator(d).price_usd),
             pool_tdp_w=grid(lambda d: _accelerator(d).tdp_w),
+            pool_scaleup_bandwidth_Bps=up_bw,
+            pool_scaleup_latency_s=up_lat,
         )
 
     @property
@@ -164,7 +178,8 @@ class SystemBatch:
 
     def pool(self, d: int) -> SystemBatch:
         """The batch as seen by a device of pool ``d``: its (B,) per-device fields are pool
-        ``d``'s rows (network and cluster fields unchanged; the (D, B) arrays kept whole)."""
+        ``d``'s rows, its scale-up fabric too (scale-out and cluster fields unchanged; the
+        (D, B) arrays kept whole)."""
         if not (isinstance(d, int | np.integer) and 0 <= d < self.num_pools):
             raise InputError("pool", d, f"must be in [0, {self.num_pools})")
         d = int(d)
@@ -176,6 +191,8 @@ class SystemBatch:
             hbm_bandwidth_Bps=self.pool_hbm_bandwidth_Bps[d],
             hbm_capacity_bytes=self.pool_hbm_capacity_bytes[d],
             calib={k: v[d] for k, v in self.pool_calib.items()},
+            scaleup_bandwidth_Bps=self.pool_scaleup_bandwidth_Bps[d],
+            scaleup_latency_s=self.pool_scaleup_latency_s[d],
             pool_index=d,
         )
 

@@ -25,7 +25,7 @@ from simcore.workloads.transformer.memory import (
     peak_footprint,
 )
 
-__all__ = ["check_capacity", "check_memory", "peak_footprint"]
+__all__ = ["check_capacity", "check_memory", "check_stage_pools", "peak_footprint"]
 
 GIB = 2**30
 
@@ -101,3 +101,37 @@ def check_capacity(stage: int, fp: dict[str, int], sb: SystemBatch
         for ok, cap in zip(fits, sb.hbm_capacity_bytes, strict=True)
     )
     return fits, peak / GIB, reasons
+
+
+def check_stage_pools(footprints: Sequence[dict[str, int]], stage_pools: NDArray[np.int64],
+                      sb: SystemBatch
+                      ) -> tuple[NDArray[np.bool_], NDArray[np.float64], tuple[str, ...]]:
+    """Memory on a cluster of mixed device pools: every pool holding ranks of a stage must fit
+    that stage's footprint in its own HBM.
+
+    Args:
+        footprints: per pipeline stage, bytes per GPU by part with a ``total`` entry (any
+            workload family's ``footprint``).
+        stage_pools: (P, D) ranks of each stage on each pool.
+        sb: the B systems (D pools each).
+
+    Returns:
+        As :func:`check_memory`; a reason names the stage and the device (pool, accelerator)
+        that does not fit, the one most over its capacity.
+    """
+    need = np.array([fp["total"] for fp in footprints], dtype=np.float64)  # (P,)
+    on = np.asarray(stage_pools) > 0  # (P, D)
+    cap = sb.pool_hbm_capacity_bytes  # (D, B)
+    ratio = np.where(on[:, :, None], need[:, None, None] / cap[None], 0.0)  # (P, D, B)
+    flat = ratio.reshape(-1, sb.size)
+    fits = np.all(flat <= 1.0, axis=0)
+    worst = np.argmax(flat, axis=0)
+    reasons = []
+    for b in range(sb.size):
+        s, d = divmod(int(worst[b]), on.shape[1])
+        acc = sb.specs[b].devices[d].accelerator
+        name = acc.name if acc is not None else "?"
+        reasons.append("" if fits[b] else (
+            f"out of memory: stage {s} on pool {d} ({name}) needs {need[s] / GIB:.1f} GiB > "
+            f"{cap[d, b] / GIB:.1f} GiB ({_parts(footprints[s])})"))
+    return fits, np.full(sb.size, need.max() / GIB), tuple(reasons)

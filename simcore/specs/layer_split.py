@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from simcore.errors import require
 
-__all__ = ["chunk_layers", "stage_layers"]
+__all__ = ["chunk_layers", "layers_by_speed", "stage_layers"]
 
 
 def _even(num_layers: int, parts: int) -> list[int]:
@@ -63,3 +63,24 @@ def chunk_layers(num_layers: int, pp: int, vp: int = 1, first_stage_layers: int 
 def stage_layers(split: tuple[int, ...], pp: int, stage: int) -> int:
     """Layers on physical pipeline ``stage``: the sum over its chunks ``stage, stage + pp, ...``."""
     return sum(split[stage::pp])
+
+
+def layers_by_speed(num_layers: int, speeds: tuple[float, ...]) -> tuple[int, ...]:
+    """Layers per pipeline stage proportional to each stage's device speed (stages on mixed
+    device pools): largest-remainder rounding of ``L * speed / sum(speeds)``, every stage at
+    least one layer. With ``pp = 2`` pass the first count as ``parallel.first_stage_layers``.
+
+    Raises:
+        InputError: fewer layers than stages, or a speed that is not positive.
+    """
+    require(num_layers >= len(speeds) >= 1, "workload.num_layers", num_layers,
+            f"every stage needs a layer: must be >= {len(speeds)}")
+    require(all(x > 0 for x in speeds), "speeds", speeds, "must be positive")
+    share = [max(1.0, num_layers * x / sum(speeds)) for x in speeds]
+    counts = [int(x) for x in share]
+    order = sorted(range(len(speeds)), key=lambda i: counts[i] - share[i])
+    for i in order[:num_layers - sum(counts)]:
+        counts[i] += 1
+    while sum(counts) > num_layers:  # the floor of one layer overshot: take from the largest
+        counts[counts.index(max(counts))] -= 1
+    return tuple(counts)

@@ -18,9 +18,10 @@ from dataclasses import dataclass, replace
 from simcore.errors import InputError, require
 from simcore.specs.layer_split import chunk_layers
 
-__all__ = ["PRECISIONS", "RECOMPUTE_MODES", "ParallelSpec"]
+__all__ = ["PRECISIONS", "RECOMPUTE_MODES", "WORK_SPLITS", "ParallelSpec"]
 
 RECOMPUTE_MODES = ("none", "selective", "full")
+WORK_SPLITS = ("even", "proportional", "balanced", "explicit")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 
@@ -58,6 +59,14 @@ class ParallelSpec:
         first_stage_layers, last_stage_layers: explicit layer counts of the first / last
             pipeline stage (Megatron-Core's ``decoder_first/last_pipeline_num_layers``);
             ``None`` = layers split as evenly as possible (:mod:`simcore.specs.layer_split`).
+        work_split: how the work of a pipeline stage (its data-parallel batch share and tensor
+            shard) is split between devices of different pools (HAP, Zhang et al. EuroSys 2024):
+            ``even`` (DP-EV), ``proportional`` to peak FLOP/s (DP-CP), ``balanced`` (equal
+            compute time per device under the per-device cost model: the optimum of HAP's LP
+            for a stage whose communication does not depend on the ratios) or ``explicit``
+            (``work_shares``). Only matters on clusters of mixed device pools.
+        work_shares: with ``work_split = explicit``, the relative work of one device of each
+            pool (rank order of ``system.pools``); normalized per stage.
     """
 
     tp: int = 1
@@ -78,6 +87,8 @@ class ParallelSpec:
     rank_order: str = "tp-cp-dp-pp"
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    work_split: str = "even"
+    work_shares: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         p = "parallel."
@@ -101,6 +112,18 @@ class ParallelSpec:
                 "must order the four dimensions tp, cp, dp, pp joined by '-' (innermost first)")
         require(self.vp == 1 or self.pp > 1, p + "vp", self.vp,
                 "virtual pipeline stages need pp > 1")
+        require(self.work_split in WORK_SPLITS, p + "work_split", self.work_split,
+                f"must be one of {', '.join(WORK_SPLITS)}")
+        if self.work_shares is not None:
+            shares = self.work_shares
+            require(isinstance(shares, tuple | list) and len(shares) >= 1
+                    and all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0
+                            for x in shares), p + "work_shares", shares,
+                    "must be a list of positive numbers, one per device pool")
+            object.__setattr__(self, "work_shares", tuple(float(x) for x in shares))
+        require((self.work_split == "explicit") == (self.work_shares is not None),
+                p + "work_split", self.work_split,
+                "explicit needs parallel.work_shares, and work_shares needs explicit")
 
     def chunk_layers(self, num_layers: int) -> tuple[int, ...]:
         """Layers of each model chunk ``v = c * pp + s`` (:func:`layer_split.chunk_layers`).

@@ -202,12 +202,16 @@ class DevicePool:
             cluster's pools sum to ``num_gpus``.
         gpus_per_node: accelerators per node of this pool; 0 = the cluster's ``gpus_per_node``
             (a pool is made of whole nodes).
+        scaleup: this pool's scale-up fabric (an asymmetric topology: the intra-node
+            dimension of a V100 node differs from a P100 node's); None = the cluster's
+            ``scaleup``. The scale-out network is shared by every pool.
     """
 
     accelerator: AcceleratorSpec | None = None
     calibration: CalibrationSpec | None = None
     count: int = 0
     gpus_per_node: int = 0
+    scaleup: TopologyDimSpec | None = None
 
     def validate(self, prefix: str) -> None:
         """Check the fields; ``prefix`` is the YAML path (e.g. ``system.pools.1.``)."""
@@ -223,6 +227,10 @@ class DevicePool:
                 prefix + "calibration", self.calibration, "must be a CalibrationSpec or None")
         if self.calibration is not None:
             self.calibration.validate(prefix + "calibration.")
+        if self.scaleup is not None:
+            require(isinstance(self.scaleup, TopologyDimSpec), prefix + "scaleup", self.scaleup,
+                    "must be a TopologyDimSpec or None")
+            self.scaleup.validate(prefix + "scaleup.")
 
 
 @dataclass(frozen=True)
@@ -310,7 +318,9 @@ class SystemSpec:
             object.__setattr__(self, "accelerator", first.accelerator)
         if first.calibration is not None:
             object.__setattr__(self, "calibration", first.calibration)
-        head = replace(first, accelerator=None, calibration=None, gpus_per_node=0)
+        if first.scaleup is not None:
+            object.__setattr__(self, "scaleup", first.scaleup)
+        head = replace(first, accelerator=None, calibration=None, gpus_per_node=0, scaleup=None)
         rest = tuple(_inherit(pool, self) for pool in pools[1:])
         normalized = () if not rest else (head, *rest)
         object.__setattr__(self, "pools", normalized)
@@ -320,16 +330,19 @@ class SystemSpec:
         """The resolved device pools (at least one; accelerator, calibration, node size set)."""
         if not self.pools:
             return (DevicePool(self.accelerator, self.calibration, self.num_gpus,
-                               self.gpus_per_node),)
+                               self.gpus_per_node, self.scaleup),)
         return tuple(DevicePool(
             self.accelerator if p.accelerator is None else p.accelerator,
             self.calibration if p.calibration is None else p.calibration,
-            p.count, p.gpus_per_node or self.gpus_per_node) for p in self.pools)
+            p.count, p.gpus_per_node or self.gpus_per_node,
+            self.scaleup if p.scaleup is None else p.scaleup) for p in self.pools)
 
     @property
     def uniform_devices(self) -> bool:
-        """Whether every pool has pool 0's accelerator and calibration (one device type)."""
-        return all(p.accelerator is None and p.calibration is None for p in self.pools)
+        """Whether every pool has pool 0's accelerator, calibration and scale-up fabric (one
+        device type)."""
+        return all(p.accelerator is None and p.calibration is None and p.scaleup is None
+                   for p in self.pools)
 
     @property
     def num_pools(self) -> int:
@@ -363,7 +376,8 @@ def _inherit(pool: DevicePool, system: SystemSpec) -> DevicePool:
     """``pool`` with the fields equal to pool 0's (the system's) set to None (= inherit)."""
     acc = None if pool.accelerator == system.accelerator else pool.accelerator
     cal = None if pool.calibration == system.calibration else pool.calibration
-    return replace(pool, accelerator=acc, calibration=cal,
+    up = None if pool.scaleup == system.scaleup else pool.scaleup
+    return replace(pool, accelerator=acc, calibration=cal, scaleup=up,
                    gpus_per_node=0 if pool.gpus_per_node == system.gpus_per_node
                    else pool.gpus_per_node)
 
@@ -424,6 +438,7 @@ _NESTED: dict[tuple[type, str], type] = {
     (SystemSpec, "endpoint"): EndpointSpec,
     (DevicePool, "accelerator"): AcceleratorSpec,
     (DevicePool, "calibration"): CalibrationSpec,
+    (DevicePool, "scaleup"): TopologyDimSpec,
 }
 
 

@@ -25,7 +25,8 @@ gpus_per_node). ASTRA-sim's multi-dimensional network charges a message to the f
 source and destination differ (reference/astra-sim-and-chakra.md §3, ``MultiDimTopology.cpp``):
 :meth:`RankLayout.hop_dim`. A group's span (size, members per node) is counted on the group of rank
 0, as the calibrated models have always priced it (on a regular layout every group looks alike).
-Every rank runs on device pool 0 (:meth:`RankLayout.device_of`); heterogeneous pools plug in there.
+Device pools fill the ranks in order (``pool_counts``: pool 0 holds ranks ``[0, c0)``, pool 1 the
+next ``c1``, ...; one pool when empty): :meth:`RankLayout.device_of`, :meth:`RankLayout.stage_pools`.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class RankLayout:
     ep: int = 1
     rank_order: str = "tp-cp-dp-pp"
     gpus_per_node: int = 1
+    pool_counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         require(sorted(self.rank_order.split("-")) == sorted(DIMS), "parallel.rank_order",
@@ -97,10 +99,13 @@ class RankLayout:
         require(self.gpus_per_node >= 1, "system.gpus_per_node", self.gpus_per_node, "must be >= 1")
 
     @classmethod
-    def of(cls, parallel: ParallelSpec, gpus_per_node: int) -> RankLayout:
-        """The layout of a resolved plan (``parallel.dp`` set)."""
+    def of(cls, parallel: ParallelSpec, gpus_per_node: int,
+           pool_counts: tuple[int, ...] = ()) -> RankLayout:
+        """The layout of a resolved plan (``parallel.dp`` set) on pools of ``pool_counts``
+        ranks (rank order; empty = one pool)."""
         p = parallel
-        return cls(p.tp, p.cp, p.dp_size, p.pp, p.ep, p.rank_order, gpus_per_node)
+        return cls(p.tp, p.cp, p.dp_size, p.pp, p.ep, p.rank_order, gpus_per_node,
+                   tuple(pool_counts))
 
     # --- coordinates -------------------------------------------------------------------------
     @property
@@ -166,9 +171,26 @@ class RankLayout:
         return tuple(sorted({self.peer(rank, s) for s in stages}))
 
     def device_of(self, rank: int) -> int:
-        """Device pool of ``rank`` (a single pool for now)."""
+        """Device pool of ``rank`` (pools fill the ranks in order)."""
         require(0 <= rank < self.num_ranks, "rank", rank, f"must be in [0, {self.num_ranks})")
-        return 0
+        return int(self.rank_pool[rank])
+
+    @cached_property
+    def rank_pool(self) -> IntArray:
+        """(R,) device pool of every rank."""
+        if not self.pool_counts:
+            return np.zeros(self.num_ranks, dtype=np.int64)
+        require(sum(self.pool_counts) == self.num_ranks, "system.pools", list(self.pool_counts),
+                f"pool counts must sum to the ranks tp*cp*dp*pp={self.num_ranks}")
+        return np.repeat(np.arange(len(self.pool_counts)), self.pool_counts).astype(np.int64)
+
+    @cached_property
+    def stage_pools(self) -> IntArray:
+        """(pp, D) ranks of each pipeline stage on each device pool."""
+        d = max(1, len(self.pool_counts))
+        out = np.zeros((self.pp, d), dtype=np.int64)
+        np.add.at(out, (self.coord_table[:, 3], self.rank_pool), 1)
+        return out
 
     # --- groups ------------------------------------------------------------------------------
     def _kind_axes(self, kind: str) -> list[tuple[int, int]]:

@@ -44,5 +44,8 @@ class AstraFidelity:
         return None
 
     def supports(self, feature: str) -> str | None:
-        """No remote memory tier."""
+        """No remote memory tier; one device type (ASTRA-sim's roofline is global)."""
+        if feature == "mixed_devices":
+            return ("system.pools: the astra fidelity has one device type (ASTRA-sim's roofline "
+                    "is global); use fidelity=calibrated for mixed device pools")
         return _NO_OFFLOAD if feature == "memory_offload" else None

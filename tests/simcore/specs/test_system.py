@@ -21,7 +21,8 @@ from simcore.specs.system import (
 )
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
-CLUSTERS = sorted(p.stem for p in (CONF / "system").glob("*.yaml"))
+CLUSTERS = sorted(p.stem for p in (CONF / "system").glob("*.yaml")
+                  if not p.stem.startswith("mixed_"))  # pools name presets: test_mixed_presets
 ACCELERATORS = sorted(p.stem for p in (CONF / "system" / "accelerator").glob("*.yaml"))
 
 
