@@ -11,6 +11,7 @@ batch of one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,9 +20,17 @@ from numpy.typing import NDArray
 
 from simcore.engine.breakdown import exposed_by_kind
 from simcore.engine.result import COMM_KINDS
-from simcore.engine.schedule import ChainTimes, SchedulePlan, compile_plan, run_chains
+from simcore.engine.schedule import (
+    ChainTimes,
+    NodeLevel,
+    SchedulePlan,
+    compile_plan,
+    plan_from_chains,
+    run_chains,
+)
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
 from simcore.ir.ops import COMPUTE, OpTable
+from simcore.ir.runs import CondensedGraph
 from simcore.ir.streams import CommKind, StreamKind
 from simcore.network.collectives.calibrated_algorithms import algorithm_collective_time_s
 from simcore.network.collectives.nccl import p2p_time_s
@@ -61,6 +70,11 @@ def compile_workload(workload: Workload) -> CompiledWorkload:
     compute stream, its other streams (communication of a kind), and the pipeline links it
     sends or receives on.
     """
+    condensed = getattr(workload, "condensed", None)
+    if condensed is not None and condensed.graph is workload.graph:
+        graph = workload.graph
+        return _compile_condensed(workload, condensed.chains,
+                                  lambda: compile_plan(graph).node_level())
     graph = workload.graph
     plan = compile_plan(graph)
     tmpl = graph.attr("template").astype(np.int64)
@@ -90,24 +104,64 @@ def compile_workload(workload: Workload) -> CompiledWorkload:
     np.add.at(overlap_counts, (node_stage[off], tmpl[off]), 1.0)
     if not workload.dp_overlap:
         overlap_counts[:, kind_of_t == CommKind.DP] = 0.0
+    compute_chains, comm_chains = _stage_chains(p, skind[res_first], sstage[res_first],
+                                                speer[res_first], chain_kind)
+    seg_stage = graph.attr("stage").astype(np.int64)[plan.order[plan.seg_ptr[:-1]]]
+    return CompiledWorkload(workload=workload, plan=plan, seg_counts=seg_counts,
+                            seg_stage=seg_stage, overlap_counts=overlap_counts,
+                            stage_counts=stage_counts, compute_chains=tuple(compute_chains),
+                            comm_chains=tuple(comm_chains), template_kind=kind_of_t)
+
+
+def _stage_chains(p: int, skind: IntArray, sstage: IntArray, speer: IntArray,
+                  chain_kind: IntArray) -> tuple[list[IntArray], list[dict[str, IntArray]]]:
+    """Per stage: chains on its compute stream; kind -> chains on its other streams (links:
+    sent or received), in chain order. ``skind``/``sstage``/``speer``: of each chain's stream."""
     compute_chains = []
     comm_chains = []
-    ckind, cstage, cpeer = skind[res_first], sstage[res_first], speer[res_first]
-    own = (ckind != StreamKind.COMPUTE) & (ckind != StreamKind.LINK) & (ckind != StreamKind.OTHER)
-    link = ckind == StreamKind.LINK
+    own = (skind != StreamKind.COMPUTE) & (skind != StreamKind.LINK) & (skind != StreamKind.OTHER)
+    link = skind == StreamKind.LINK
     for s in range(p):
-        compute_chains.append(np.flatnonzero((ckind == StreamKind.COMPUTE) & (cstage == s)))
+        compute_chains.append(np.flatnonzero((skind == StreamKind.COMPUTE) & (sstage == s)))
         kinds: dict[str, list[int]] = {}
-        mine = (own & (cstage == s)) | (link & ((cstage == s) | (cpeer == s)))
+        mine = (own & (sstage == s)) | (link & ((sstage == s) | (speer == s)))
         for c in np.flatnonzero(mine).tolist():
             if link[c]:
                 kinds.setdefault(COMM_KINDS[CommKind.PP], []).append(c)
             else:
                 kinds.setdefault(COMM_KINDS[int(chain_kind[c])], []).append(c)
         comm_chains.append({k: np.asarray(v, dtype=np.int64) for k, v in kinds.items()})
-    seg_stage = graph.attr("stage").astype(np.int64)[plan.order[plan.seg_ptr[:-1]]]
+    return compute_chains, comm_chains
+
+
+def _compile_condensed(workload: Workload, cg: CondensedGraph,
+                       node_level: Callable[[], NodeLevel]) -> CompiledWorkload:
+    """:func:`compile_workload` from a graph built condensed (:mod:`simcore.ir.runs`): the same
+    arrays, numbered the same way, without a node-level pass (built on first use)."""
+    plan = plan_from_chains(cg.pred_ptr, cg.pred_seg, cg.seg_chain, cg.chain_seg_ptr, node_level)
+    u = len(workload.ops.templates)
+    kind_of_t = np.asarray(workload.ops.template_kind, dtype=np.int64)
+    p = workload.num_stages
+    skind = np.array([int(st.kind) for st in cg.streams], dtype=np.int64)
+    sstage = np.array([st.stage for st in cg.streams], dtype=np.int64)
+    speer = np.array([st.peer for st in cg.streams], dtype=np.int64)
+    stage_counts = np.zeros((p, u))
+    for r in np.flatnonzero(skind == StreamKind.COMPUTE).tolist():
+        stage_counts[sstage[r]] += cg.resource_counts[r, :u]
+    overlap_counts = np.zeros((p, u))
+    rows = min(p, cg.stage_other_counts.shape[0])
+    overlap_counts[:rows] = cg.stage_other_counts[:rows, :u]
+    if not workload.dp_overlap:
+        overlap_counts[:, kind_of_t == CommKind.DP] = 0.0
+    seg_counts = cg.seg_counts
+    if seg_counts.shape[1] != u:
+        seg_counts = sps.csr_matrix((seg_counts.data, seg_counts.indices, seg_counts.indptr),
+                                    shape=(seg_counts.shape[0], u))
+    cs = cg.chain_stream
+    compute_chains, comm_chains = _stage_chains(p, skind[cs], sstage[cs], speer[cs],
+                                                kind_of_t[cg.chain_first_template])
     return CompiledWorkload(workload=workload, plan=plan, seg_counts=seg_counts,
-                            seg_stage=seg_stage, overlap_counts=overlap_counts,
+                            seg_stage=cg.seg_stage, overlap_counts=overlap_counts,
                             stage_counts=stage_counts, compute_chains=tuple(compute_chains),
                             comm_chains=tuple(comm_chains), template_kind=kind_of_t)
 

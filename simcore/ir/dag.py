@@ -16,7 +16,7 @@ import heapq
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["blocked", "find_cycle", "levelize", "priority_order", "successors"]
+__all__ = ["blocked", "depths", "find_cycle", "levelize", "priority_order", "successors"]
 
 IntArray = NDArray[np.int64]
 
@@ -63,6 +63,31 @@ def levelize(ptr: IntArray, idx: IntArray, n: int) -> list[IntArray] | None:
     """
     levels, remaining = _peel(ptr, idx, n)
     return None if remaining.any() else levels
+
+
+def depths(ptr: IntArray, idx: IntArray, n: int) -> IntArray | None:
+    """(n,) longest-path depth of every node (the index of its :func:`levelize` level); None if
+    the graph has a cycle. The same peel, one Python step per edge instead of numpy calls per
+    level (cheaper for the deep, narrow DAGs of pipelines)."""
+    succ_ptr, succ_idx, indeg = successors(ptr, idx, n)
+    sp, si = succ_ptr.tolist(), succ_idx.tolist()
+    pending = indeg.tolist()
+    depth = [0] * n
+    frontier = [i for i in range(n) if pending[i] == 0]
+    done = len(frontier)
+    d = 0
+    while frontier:
+        nxt = []
+        for i in frontier:
+            depth[i] = d
+            for j in si[sp[i]:sp[i + 1]]:
+                pending[j] -= 1
+                if pending[j] == 0:
+                    nxt.append(j)
+        done += len(nxt)
+        frontier = nxt
+        d += 1
+    return np.asarray(depth, dtype=np.int64) if done == n else None
 
 
 def blocked(ptr: IntArray, idx: IntArray, n: int) -> NDArray[np.bool_]:

@@ -24,20 +24,24 @@ before its forward and its backward in every micro-batch (one layer ahead when o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from simcore.ir.graph import CommType, GraphBuilder, NodeKind
+from simcore.ir.graph import CommType, GraphBuilder, LazyGraph, NodeKind
 from simcore.ir.ops import OpTable
+from simcore.ir.runs import Condensed, RunBuilder
 from simcore.ir.streams import CommKind, Stream, StreamKind
 from simcore.specs.parallel import ParallelSpec
 from simcore.workloads._base import Workload
 from simcore.workloads.layout import GroupSpan, RankLayout
 from simcore.workloads.pipeline import PipeOp, stage_program
 from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
-from simcore.workloads.transformer.layers import LayerOps, build_layer_ops
+from simcore.workloads.transformer.layers import LayerOps, Step, build_layer_ops
 from simcore.workloads.transformer.spec import ModelSpec
 
-__all__ = ["TP_OVERLAP_CHUNKS", "TransformerWorkload", "build_transformer"]
+__all__ = ["TP_OVERLAP_CHUNKS", "RunEmitter", "TransformerWorkload", "build_transformer",
+           "build_transformer_nodes"]
 
 _DP, _PP = int(CommKind.DP), int(CommKind.PP)
 _GRAD_BYTES = 2.0  # gradients reduced in 16-bit (Megatron default, grad_reduce_in_fp32 off)
@@ -55,10 +59,12 @@ class TransformerWorkload(Workload):
         chunk_layers: layers of each model chunk ``v = c * pp + s`` (uneven splits:
             :mod:`simcore.specs.layer_split`); each stage's graph has its own count, so the
             schedule (and its bubbles) follows the slowest stage.
+        condensed: the graph's chains built directly (:mod:`simcore.ir.runs`), for the engine.
     """
 
     layers_per_chunk: int = 0
     chunk_layers: tuple[int, ...] = ()
+    condensed: Condensed | None = None
 
 
 _SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
@@ -122,7 +128,7 @@ class _Generator:
     def stage(self, s: int) -> int:
         """Emit stage ``s``; returns the most micro-batch chunks alive at once."""
         p = self.par
-        e = Emitter(self.b, s, p.vp, self.ops)
+        e = self._emitter(s)
         dp_stream = Stream(StreamKind.DP, s)
         zero, overlap = p.zero_stage, p.dp_overlap
         self.gathers: dict[tuple[int, int], int] = {}
@@ -164,6 +170,9 @@ class _Generator:
             for _ in range(n_layers):
                 self._dp_nodes(e, dp_stream, self.gather_tmpl, [opt])
         return peak
+
+    def _emitter(self, s: int) -> Emitter:
+        return Emitter(self.b, s, self.par.vp, self.ops)
 
     def _tied_embedding(self, e: Emitter) -> int:
         """Megatron's tied word embedding: the first and the last stage all-reduce its
@@ -253,10 +262,153 @@ class _Generator:
                    node_id=node_id, template=self.p2p_tmpl, stage=src, peer=dst)
 
 
+class _RunGenerator(_Generator):
+    """The same emission into a :class:`~simcore.ir.runs.RunBuilder`: a pass whose layers wait
+    for nothing but the previous op is one run of ``layers`` x the layer's ops (no node objects);
+    anything else (ZeRO-3 gathers, TP overlap pieces, CP rings, per-layer gradient reductions)
+    goes node by node through the same code as :class:`_Generator`."""
+
+    def __init__(self, model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> None:
+        super().__init__(model, par, gpus_per_node)
+        self.rb = RunBuilder(len(self.ops.templates), "transformer")
+        lo = self.lops
+        self.fwd_unit = self._unit(lo.fwd)
+        self.bwd_unit = self._unit(lo.recompute + lo.bwd)
+
+    def _unit(self, steps: tuple[Step, ...]) -> int | None:
+        return _unit_of(self.rb, steps, self.par.tp_comm_overlap)
+
+    def _emitter(self, s: int) -> Emitter:
+        return RunEmitter(self.rb, s, self.par.vp, self.ops)
+
+    def _forward(self, e: Emitter, op: PipeOp, v: int, dp: Stream) -> None:
+        n = self.chunk_layers[v]
+        if (self.fwd_unit is None or self.par.zero_stage == 3
+                or any((op.chunk, j) in self.gathers for j in range(n))):
+            super()._forward(e, op, v, dp)
+            return
+        assert isinstance(e, RunEmitter)
+        lo = self.lops
+        deps = [self.send_id(True, op.micro_batch, v - 1)] if v > 0 else []
+        if v == 0:
+            e.comp(lo.embed_fwd, deps)
+            deps = []
+        if n:
+            e.run(self.fwd_unit, n, deps)
+            deps = []
+        if v == self.V - 1:
+            e.steps(lo.head_fwd, self.par.tp_comm_overlap, deps)
+        if v < self.V - 1:
+            self._send(e, self.send_id(True, op.micro_batch, v), v + 1)
+
+    def _backward(self, e: Emitter, op: PipeOp, v: int, dp: Stream) -> list[int]:
+        p = self.par
+        if self.bwd_unit is None or p.zero_stage == 3:
+            return super()._backward(e, op, v, dp)
+        assert isinstance(e, RunEmitter)
+        lo = self.lops
+        deps = [self.send_id(False, op.micro_batch, v + 1)] if v < self.V - 1 else []
+        if v == self.V - 1:
+            e.steps(lo.head_bwd, p.tp_comm_overlap, deps)
+            deps = []
+        n = self.chunk_layers[v]
+        grads: list[int] = []
+        if not (self._reduces(op, v) > 0 and p.dp_overlap):
+            if n:
+                e.run(self.bwd_unit, n, deps)
+        else:
+            for _ in range(n):
+                e.run(self.bwd_unit, 1, deps)
+                deps = []
+                assert e.last is not None
+                grads.append(self._dp_nodes(e, dp, self.grad_tmpl, [e.last]))
+        if v == 0:
+            e.comp(lo.embed_bwd)
+        if v > 0:
+            self._send(e, self.send_id(False, op.micro_batch, v), v - 1)
+        return grads
+
+    def _tied_embedding(self, e: Emitter) -> int:
+        if e.stage == 0:
+            self.first_stage_end = e.last
+            return _EMB_TIED_ID
+        deps = [d for d in (self.first_stage_end, e.last) if d is not None]
+        rb = self.rb
+        rb.node([rb.stream(Stream(StreamKind.EMB, 0)), rb.stream(Stream(StreamKind.EMB, e.stage))],
+                self.emb_tied, deps, 0, _EMB_TIED_ID)
+        return _EMB_TIED_ID
+
+    def _send(self, e: Emitter, node_id: int, v_dst: int) -> None:
+        src, dst = e.stage, v_dst % self.par.pp
+        assert e.last is not None
+        self.rb.node([self.rb.stream(Stream.link(src, dst))], self.p2p_tmpl, [e.last], src,
+                     node_id)
+
+
+def _unit_of(rb: RunBuilder, steps: tuple[Step, ...], overlap_tp: bool) -> int | None:
+    """The run unit of ``steps`` when :meth:`Emitter.steps` emits them as plain ops on the
+    compute stream (no TP overlap pieces, no CP ring), else None."""
+    tmpls = []
+    for step in steps:
+        if overlap_tp and step[0] in ("tp", "c"):
+            return None
+        if step[0] == "attn":
+            if step[3] != 1:
+                return None
+            tmpls.append(step[1])
+        else:
+            tmpls.append(step[1])
+    return rb.unit(tmpls) if tmpls else None
+
+
+class RunEmitter(Emitter):
+    """An :class:`Emitter` adding to a :class:`~simcore.ir.runs.RunBuilder`: plain step lists
+    become one run; everything else is emitted op by op as before."""
+
+    def __init__(self, rb: RunBuilder, stage: int, chunks: int, ops: OpTable) -> None:
+        super().__init__(cast(GraphBuilder, None), stage, chunks, ops)
+        self.rb = rb
+        self.compute_res = rb.stream(self.compute)
+        self._units: dict[tuple[tuple[Step, ...], bool], int | None] = {}
+
+    def node(self, tmpl: int, stream: Stream, deps: Sequence[int], name: str) -> int:
+        return self.rb.node([self.rb.stream(stream)], tmpl, deps, self.stage)
+
+    def run(self, unit: int, repeat: int, deps: Sequence[int]) -> None:
+        """``repeat`` x ``unit`` on the compute stream, the first op waiting for ``deps``."""
+        self.last = self.rb.run(self.compute_res, unit, repeat, deps, self.stage)
+
+    def steps(self, steps: Sequence[Step], overlap_tp: bool, deps: Sequence[int] = ()) -> None:
+        key = (tuple(steps), overlap_tp)
+        if key not in self._units:
+            self._units[key] = _unit_of(self.rb, key[0], overlap_tp)
+        unit = self._units[key]
+        if unit is None:
+            super().steps(steps, overlap_tp, deps)
+        else:
+            self.run(unit, 1, deps)
+
+
 def build_transformer(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: int
                       ) -> TransformerWorkload:
     """Generate the iteration graph of ``model`` under the resolved ``parallel`` plan
-    (``parallel.dp`` set; shapes already checked by :func:`simcore.api.check_structure`)."""
+    (``parallel.dp`` set; shapes already checked by :func:`simcore.api.check_structure`).
+
+    The graph is built condensed (:class:`_RunGenerator`); its nodes
+    (:func:`build_transformer_nodes`) only when something reads them (a timeline, an export,
+    a fidelity that transforms the graph)."""
+    gen = _RunGenerator(model, parallel, gpus_per_node)
+    flights = tuple(gen.stage(s) for s in range(parallel.pp))
+    graph = LazyGraph(lambda: build_transformer_nodes(model, parallel, gpus_per_node).graph)
+    return TransformerWorkload(graph=graph, ops=gen.ops, num_stages=parallel.pp,
+                               in_flight=flights, layers_per_chunk=max(gen.chunk_layers),
+                               dp_overlap=parallel.dp_overlap, chunk_layers=gen.chunk_layers,
+                               condensed=Condensed(graph, gen.rb.build()))
+
+
+def build_transformer_nodes(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: int
+                            ) -> TransformerWorkload:
+    """:func:`build_transformer` with every node built (one object per op; the reference)."""
     gen = _Generator(model, parallel, gpus_per_node)
     flights = tuple(gen.stage(s) for s in range(parallel.pp))
     return TransformerWorkload(graph=gen.b.build(), ops=gen.ops, num_stages=parallel.pp,
