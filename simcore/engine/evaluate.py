@@ -121,16 +121,15 @@ def _stage_chains(p: int, skind: IntArray, sstage: IntArray, speer: IntArray,
     comm_chains = []
     own = (skind != StreamKind.COMPUTE) & (skind != StreamKind.LINK) & (skind != StreamKind.OTHER)
     link = skind == StreamKind.LINK
+    code = np.where(link, int(CommKind.PP), chain_kind)
+    comp = skind == StreamKind.COMPUTE
     for s in range(p):
-        compute_chains.append(np.flatnonzero((skind == StreamKind.COMPUTE) & (sstage == s)))
-        kinds: dict[str, list[int]] = {}
-        mine = (own & (sstage == s)) | (link & ((sstage == s) | (speer == s)))
-        for c in np.flatnonzero(mine).tolist():
-            if link[c]:
-                kinds.setdefault(COMM_KINDS[CommKind.PP], []).append(c)
-            else:
-                kinds.setdefault(COMM_KINDS[int(chain_kind[c])], []).append(c)
-        comm_chains.append({k: np.asarray(v, dtype=np.int64) for k, v in kinds.items()})
+        compute_chains.append(np.flatnonzero(comp & (sstage == s)))
+        mine = np.flatnonzero((own & (sstage == s)) | (link & ((sstage == s) | (speer == s))))
+        codes = code[mine]
+        present, first = np.unique(codes, return_index=True)
+        comm_chains.append({COMM_KINDS[int(k)]: mine[codes == k]
+                            for k in present[np.argsort(first)].tolist()})
     return compute_chains, comm_chains
 
 

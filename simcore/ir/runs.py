@@ -90,21 +90,20 @@ class RunBuilder:
         self.streams: list[Stream] = []
         self._units: dict[tuple[int, ...], int] = {}
         self.unit_templates: list[tuple[int, ...]] = []
+        self._unit_len: list[int] = []
         self._n = 0
         self._last: list[int] = []  # per resource: index of its last node (-1: none)
         self._last_id: list[int] = []  # ... and that node's id
         self._chain: list[int] = []  # ... and the chain it continues (-1: not continuable)
         self._explicit: dict[int, int] = {}  # explicit node id -> index
-        self._p_chain: list[int] = []
-        self._p_unit: list[int] = []
-        self._p_rep: list[int] = []
-        self._p_end: list[int] = []
-        self._p_stage: list[int] = []
-        self._p_res: list[int] = []
+        self._single: dict[int, int] = {}  # template -> unit of that one op
+        # pieces: (chain, unit, repeat, last node index, stage attr, resource)
+        self._pieces: list[tuple[int, int, int, int, int, int]] = []
         self._c_res: list[int] = []
         self._c_unit: list[int] = []
-        self._e_chain: list[int] = []
-        self._e_id: list[int] = []
+        self._edges: list[tuple[int, int]] = []  # (chain, node id its head waits for)
+        self._piece_blocks: list[IntArray] = []  # pieces and edges issued by :meth:`runs`
+        self._edge_blocks: list[IntArray] = []
 
     def __len__(self) -> int:
         return self._n
@@ -131,39 +130,46 @@ class RunBuilder:
             uid = len(self.unit_templates)
             self._units[key] = uid
             self.unit_templates.append(key)
+            self._unit_len.append(len(key))
             self.num_templates = max(self.num_templates, max(key) + 1)
         return uid
 
+    def last_id(self, res: int) -> int | None:
+        """Id of the last op issued on resource ``res`` (None: none yet)."""
+        return self._last_id[res] if self._last[res] >= 0 else None
+
     def _head(self, res: int, unit: int, deps: Iterable[int], extra: Iterable[int]) -> int:
+        """A new chain headed by the next op; duplicate edges are dropped in :meth:`build`."""
         c = len(self._c_res)
         self._c_res.append(res)
         self._c_unit.append(unit)
-        for d in {*deps, *extra}:
-            self._e_chain.append(c)
-            self._e_id.append(d)
+        edges = self._edges
+        for d in deps:
+            edges.append((c, d))
+        for d in extra:
+            edges.append((c, d))
         return c
 
     def run(self, res: int, unit: int, repeat: int, deps: Sequence[int], stage: int,
             node_id: int | None = None) -> int:
         """Issue ``repeat`` x unit ``unit`` on resource ``res``; the first op also waits for
         ``deps``. Returns the id of the last op (``node_id`` if given: a run of one op)."""
-        n = len(self.unit_templates[unit]) * repeat
         last_id = self._last_id[res]
         chain = self._chain[res]
-        if chain < 0 or any(d != last_id for d in deps):
-            prev = (last_id,) if self._last[res] >= 0 else ()
-            chain = self._head(res, unit, deps, prev)
-        end = self._n + n - 1
-        self._p_chain.append(chain)
-        self._p_unit.append(unit)
-        self._p_rep.append(repeat)
-        self._p_end.append(end)
-        self._p_stage.append(stage)
-        self._p_res.append(res)
+        head = chain < 0
+        if not head:
+            for d in deps:
+                if d != last_id:
+                    head = True
+                    break
+        if head:
+            chain = self._head(res, unit, deps, (last_id,) if self._last[res] >= 0 else ())
+        end = self._n + self._unit_len[unit] * repeat - 1
+        self._pieces.append((chain, unit, repeat, end, stage, res))
         self._n = end + 1
         nid = end
         if node_id is not None:
-            if n != 1 or node_id in self._explicit:
+            if self._unit_len[unit] * repeat != 1 or node_id in self._explicit:
                 raise InputError(f"{self._source}: node id", node_id,
                                  "explicit ids name single, unique nodes")
             self._explicit[node_id] = end
@@ -176,18 +182,15 @@ class RunBuilder:
     def node(self, resources: Sequence[int], template: int, deps: Sequence[int], stage: int,
              node_id: int | None = None) -> int:
         """Issue one op; on several resources it heads its own chain and no op continues it."""
-        unit = self.unit((template,))
+        unit = self._single.get(template)
+        if unit is None:
+            unit = self._single[template] = self.unit((template,))
         if len(resources) == 1:
             return self.run(resources[0], unit, 1, deps, stage, node_id)
         prev = [self._last_id[r] for r in resources if self._last[r] >= 0]
         chain = self._head(resources[0], unit, deps, prev)
         end = self._n
-        self._p_chain.append(chain)
-        self._p_unit.append(unit)
-        self._p_rep.append(1)
-        self._p_end.append(end)
-        self._p_stage.append(stage)
-        self._p_res.append(resources[0])
+        self._pieces.append((chain, unit, 1, end, stage, resources[0]))
         self._n += 1
         nid = end if node_id is None else node_id
         if node_id is not None:
@@ -195,6 +198,80 @@ class RunBuilder:
         for r in resources:
             self._last[r], self._last_id[r], self._chain[r] = end, nid, -1
         return nid
+
+    def runs(self, res: IntArray, unit: IntArray, repeat: IntArray, dep: IntArray,
+             dep_ref: IntArray, node_id: IntArray, stage: int) -> IntArray:
+        """Issue k single-resource runs at once, as k calls of :meth:`run` would, with numpy.
+
+        Args:
+            res, unit, repeat: (k,) resource, unit and repeat count of each run.
+            dep: (k,) the id the run's first op waits for, -1 for none.
+            dep_ref: (k,) index of an earlier run of the batch whose last op the run waits for
+                instead (-1: ``dep``).
+            node_id: (k,) explicit id of a one-op run, -1 for none.
+            stage: ``stage`` attribute of every op.
+
+        Returns:
+            (k,) the id of each run's last op.
+        """
+        k = int(res.size)
+        if k == 0:
+            return np.zeros(0, dtype=np.int64)
+        i64 = np.int64
+        lens = np.asarray(self._unit_len, dtype=i64)[unit] * repeat
+        ends = self._n - 1 + np.cumsum(lens)
+        ids = np.where(node_id >= 0, node_id, ends)
+        if (dep_ref >= np.arange(k)).any():
+            raise InputError(f"{self._source}: runs", "dep_ref", "must name an earlier run")
+        dep = np.where(dep_ref >= 0, ids[dep_ref], dep)
+        order = np.argsort(res, kind="stable")
+        rs = res[order]
+        same = rs[1:] == rs[:-1]
+        prev_in = np.full(k, -1, dtype=i64)
+        prev_in[order[1:][same]] = order[:-1][same]
+        inside = prev_in >= 0
+        s_last = np.asarray(self._last, dtype=i64)[res]
+        s_last_id = np.asarray(self._last_id, dtype=i64)[res]
+        s_chain = np.asarray(self._chain, dtype=i64)[res]
+        prev_id = np.where(inside, ids[np.maximum(prev_in, 0)], s_last_id)
+        has_prev = inside | (s_last >= 0)
+        head = ~(inside | (s_chain >= 0)) | ((dep >= 0) & (dep != prev_id))
+        c0 = len(self._c_res)
+        new_chain = c0 - 1 + np.cumsum(head)
+        # a run that continues takes the chain of the last head before it on its stream
+        first = np.ones(k, dtype=bool)
+        first[1:] = ~same
+        mark = (head[order] | first)
+        val = np.where(head[order], new_chain[order], s_chain[order])
+        src = np.maximum.accumulate(np.where(mark, np.arange(k), 0))
+        chain = np.empty(k, dtype=i64)
+        chain[order] = val[src]
+        hs = np.flatnonzero(head)
+        self._c_res.extend(res[hs].tolist())
+        self._c_unit.extend(unit[hs].tolist())
+        e1 = hs[dep[hs] >= 0]
+        e2 = hs[has_prev[hs]]
+        self._edge_blocks.append(np.concatenate([
+            np.stack([chain[e1], dep[e1]], axis=1), np.stack([chain[e2], prev_id[e2]], axis=1)]))
+        self._piece_blocks.append(np.stack(
+            [chain, unit, repeat, ends, np.full(k, stage, dtype=i64), res], axis=1))
+        named = np.flatnonzero(node_id >= 0)
+        if named.size:
+            if (lens[named] != 1).any():
+                raise InputError(f"{self._source}: node id", int(node_id[named[0]]),
+                                 "explicit ids name single, unique nodes")
+            before = len(self._explicit)
+            self._explicit.update(zip(node_id[named].tolist(), ends[named].tolist(),
+                                      strict=True))
+            if len(self._explicit) != before + named.size:
+                raise InputError(f"{self._source}: node id", "duplicate",
+                                 "explicit ids name single, unique nodes")
+        lasts = order[np.append(~same, True)]
+        for i in lasts.tolist():
+            r = int(res[i])
+            self._last[r], self._last_id[r], self._chain[r] = int(ends[i]), int(ids[i]), int(chain[i])
+        self._n = int(ends[-1]) + 1
+        return ids
 
     # --- condensation ---------------------------------------------------------------------------
     def build(self) -> CondensedGraph:
@@ -204,16 +281,23 @@ class RunBuilder:
             InputError: a dependency names a missing node.
         """
         i64 = np.int64
-        p_chain = np.asarray(self._p_chain, dtype=i64)
-        p_end = np.asarray(self._p_end, dtype=i64)
-        p_unit = np.asarray(self._p_unit, dtype=i64)
-        p_rep = np.asarray(self._p_rep, dtype=np.float64)
+        pieces = np.concatenate([np.array(self._pieces, dtype=i64).reshape(-1, 6),
+                                 *self._piece_blocks])
+        p_chain, p_unit, p_end = pieces[:, 0], pieces[:, 1], pieces[:, 3]
+        p_stage, p_res = pieces[:, 4], pieces[:, 5]
+        p_rep = pieces[:, 2].astype(np.float64)
         c = len(self._c_res)
         # predecessor node ids -> node indices
-        e_chain = np.asarray(self._e_chain, dtype=i64)
-        ids = self._e_id
-        explicit = self._explicit
-        e_idx = np.fromiter((explicit.get(d, d) for d in ids), dtype=i64, count=len(ids))
+        edges = np.concatenate([np.array(self._edges, dtype=i64).reshape(-1, 2),
+                                *self._edge_blocks])
+        e_chain, ids = edges[:, 0], edges[:, 1]
+        keys = np.fromiter(self._explicit.keys(), dtype=i64, count=len(self._explicit))
+        vals = np.fromiter(self._explicit.values(), dtype=i64, count=len(self._explicit))
+        by_key = np.argsort(keys)
+        keys, vals = keys[by_key], vals[by_key]
+        at = np.minimum(np.searchsorted(keys, ids), max(keys.size - 1, 0))
+        hit = (keys[at] == ids) if keys.size else np.zeros(ids.size, dtype=bool)
+        e_idx = np.where(hit, vals[at] if keys.size else ids, ids)
         by_end = np.argsort(p_end)
         ends_sorted = p_end[by_end]
         pos = np.searchsorted(ends_sorted, e_idx)
@@ -240,7 +324,7 @@ class RunBuilder:
         first = np.ones(order.size, dtype=bool)
         first[1:] = is_end[:-1]
         seg_chain = sc[first]
-        seg_stage = np.asarray(self._p_stage, dtype=i64)[order][first]
+        seg_stage = p_stage[order][first]
         chain_seg_ptr = np.zeros(c + 1, dtype=i64)
         np.cumsum(np.bincount(seg_chain, minlength=c), out=chain_seg_ptr[1:])
         # condensed DAG: per chain, predecessors by ascending node index
@@ -265,12 +349,12 @@ class RunBuilder:
         seg_counts.sum_duplicates()
         seg_counts.sort_indices()
         r = len(self.streams)
-        res = np.asarray(self._p_res, dtype=i64)[rows]
+        res = p_res[rows]
         resource_counts = np.zeros((r, u))
         np.add.at(resource_counts, (res, tmpl), w)
         kinds = np.array([int(st.kind) for st in self.streams], dtype=i64)
         off = kinds[res] != StreamKind.COMPUTE
-        stage = np.asarray(self._p_stage, dtype=i64)[rows]
+        stage = p_stage[rows]
         other = np.zeros((int(stage.max(initial=-1)) + 1, u))
         np.add.at(other, (stage[off], tmpl[off]), w[off])
         c_unit = np.asarray(self._c_unit, dtype=i64)

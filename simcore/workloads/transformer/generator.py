@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
+import numpy as np
+
 from simcore.ir.graph import CommType, GraphBuilder, LazyGraph, NodeKind
 from simcore.ir.ops import OpTable
 from simcore.ir.runs import Condensed, RunBuilder
@@ -136,25 +138,10 @@ class _Generator:
             for c in range(p.vp):
                 for j in range(self.chunk_layers[c * p.pp + s]):
                     self.gathers[(c, j)] = self._dp_nodes(e, dp_stream, self.gather_tmpl, [])
-        grads: list[int] = []
-        n_reduce = 0
-        alive = peak = 0
-        for op in stage_program(s, p.pp, p.vp, self.m):
-            v = op.chunk * p.pp + s
-            if op.forward:
-                alive += 1
-                peak = max(peak, alive)
-                self._forward(e, op, v, dp_stream)
-            else:
-                alive -= 1
-                got = self._backward(e, op, v, dp_stream)
-                grads += got
-                n_reduce += len(got) if overlap else self._reduces(op, v)
+        grads, n_reduce, peak = self._passes(e, stage_program(s, p.pp, p.vp, self.m), dp_stream)
         ends = s == 0 or s == p.pp - 1  # holds the word embedding or the output layer
         if not overlap:  # gradient reduction after the flush, layer by layer
-            tail = [e.last] if e.last is not None else []
-            for _ in range(n_reduce):
-                tail = [self._dp_nodes(e, dp_stream, self.grad_tmpl, tail)]
+            tail = self._reduce_after_flush(e, dp_stream, n_reduce)
             if ends:
                 tail = [e.node(self.emb_grad, dp_stream, tail, "dp_emb")]
             grads = tail
@@ -173,6 +160,34 @@ class _Generator:
 
     def _emitter(self, s: int) -> Emitter:
         return Emitter(self.b, s, self.par.vp, self.ops)
+
+    def _passes(self, e: Emitter, program: list[PipeOp], dp: Stream
+                ) -> tuple[list[int], int, int]:
+        """Emit a stage's passes: (gradient-reduction nodes, reductions left for after the
+        flush, most micro-batch chunks alive at once)."""
+        overlap = self.par.dp_overlap
+        grads: list[int] = []
+        n_reduce = 0
+        alive = peak = 0
+        for op in program:
+            v = op.chunk * self.par.pp + e.stage
+            if op.forward:
+                alive += 1
+                peak = max(peak, alive)
+                self._forward(e, op, v, dp)
+            else:
+                alive -= 1
+                got = self._backward(e, op, v, dp)
+                grads += got
+                n_reduce += len(got) if overlap else self._reduces(op, v)
+        return grads, n_reduce, peak
+
+    def _reduce_after_flush(self, e: Emitter, dp: Stream, n_reduce: int) -> list[int]:
+        """Without DP overlap: ``n_reduce`` reductions in a row after the last backward."""
+        tail = [e.last] if e.last is not None else []
+        for _ in range(n_reduce):
+            tail = [self._dp_nodes(e, dp, self.grad_tmpl, tail)]
+        return tail
 
     def _tied_embedding(self, e: Emitter) -> int:
         """Megatron's tied word embedding: the first and the last stage all-reduce its
@@ -274,12 +289,121 @@ class _RunGenerator(_Generator):
         lo = self.lops
         self.fwd_unit = self._unit(lo.fwd)
         self.bwd_unit = self._unit(lo.recompute + lo.bwd)
+        self._send_unit = self.rb.unit((self.p2p_tmpl,))
+        self._links: dict[tuple[int, int], int] = {}
 
     def _unit(self, steps: tuple[Step, ...]) -> int | None:
         return _unit_of(self.rb, steps, self.par.tp_comm_overlap)
 
+    def _passes(self, e: Emitter, program: list[PipeOp], dp: Stream
+                ) -> tuple[list[int], int, int]:
+        """Passes whose ops are runs, sends and per-layer gradient reductions are emitted
+        together with numpy (:meth:`_regular`); forwards waiting for per-layer parameter
+        gathers one by one."""
+        lo, p = self.lops, self.par
+        units = (self.fwd_unit, self.bwd_unit, self._unit(lo.head_fwd), self._unit(lo.head_bwd))
+        if p.zero_stage == 3 or any(u is None for u in units):
+            return super()._passes(e, program, dp)
+        assert isinstance(e, RunEmitter)
+        pending = {c for c, _ in self.gathers}
+        grads: list[int] = []
+        n_reduce = 0
+        regular: list[PipeOp] = []
+        for op in program:
+            if op.forward and op.chunk in pending:
+                pending.discard(op.chunk)
+                got, n = self._regular(e, regular, units, dp)
+                grads += got
+                n_reduce += n
+                regular = []
+                self._forward(e, op, op.chunk * p.pp + e.stage, dp)
+            else:
+                regular.append(op)
+        got, n = self._regular(e, regular, units, dp)
+        alive = np.cumsum([1 if op.forward else -1 for op in program])
+        return grads + got, n_reduce + n, int(max(0, alive.max(initial=0)))
+
+    def _regular(self, e: RunEmitter, ops: list[PipeOp], units: tuple[int | None, ...],
+                 dp: Stream) -> tuple[list[int], int]:
+        """Passes without per-layer gathers, as :meth:`_forward` and :meth:`_backward` emit
+        them, in one :meth:`RunBuilder.runs`. Per pass: the embedding or the output layer's
+        backward, the layers (one run; a backward reducing gradients as it goes: per layer a
+        run and its reductions on the dp stream), the output layer or the embedding's
+        backward, the send to the next stage. Returns (reduction ids, reductions left for
+        after the flush)."""
+        if not ops:
+            return [], 0
+        i64 = np.int64
+        s, pp, big_v, m, par = e.stage, self.par.pp, self.V, self.m, self.par
+        k = len(ops)
+        fwd = np.fromiter((op.forward for op in ops), dtype=bool, count=k)
+        mb = np.fromiter((op.micro_batch for op in ops), dtype=i64, count=k)
+        v = np.fromiter((op.chunk for op in ops), dtype=i64, count=k) * pp + s
+        layers = np.asarray(self.chunk_layers, dtype=i64)[v]
+        lo, rb = self.lops, self.rb
+        u_fwd, u_bwd, u_hf, u_hb = (int(u) for u in units)  # type: ignore[arg-type]
+        u_ef, u_eb = rb.unit((lo.embed_fwd,)), rb.unit((lo.embed_bwd,))
+        u_grad = [rb.unit((t,)) for t in self.grad_tmpl]
+        g = len(u_grad)
+        first, last = v == 0, v == big_v - 1
+        reduces = ~fwd & ((par.zero_stage >= 2) | (mb == m - 1))
+        red = reduces & par.dp_overlap  # reductions issued after each layer's backward
+        n_red = int(layers[reduces].sum()) if not par.dp_overlap else 0
+        pre = np.where(fwd & first, u_ef, np.where(~fwd & last, u_hb, -1))
+        post = np.where(fwd & last, u_hf, np.where(~fwd & first, u_eb, -1))
+        sends = np.where(fwd, ~last, ~first)
+        has_pre, has_post = (pre >= 0).astype(i64), (post >= 0).astype(i64)
+        n_main = np.where(red, layers * (1 + g), 1)
+        n_call = has_pre + n_main + has_post + sends
+        start = np.cumsum(n_call) - n_call
+        total = int(n_call.sum())
+        pi = np.repeat(np.arange(k, dtype=i64), n_call)  # pass of every call
+        pos = np.arange(total, dtype=i64) - start[pi]
+        j = pos - has_pre[pi]  # position within the layers
+        is_pre = pos < has_pre[pi]
+        is_main = ~is_pre & (j < n_main[pi])
+        is_post = ~is_pre & ~is_main & (j == n_main[pi]) & (has_post[pi] > 0)
+        is_send = ~is_pre & ~is_main & ~is_post
+        r = np.where(red[pi] & is_main, j % (1 + g), 0)  # 0: layer run, 1..g: reductions
+        unit = np.where(is_pre, pre[pi], np.where(is_post, post[pi], self._send_unit))
+        unit = np.where(is_main & (r == 0), np.where(fwd[pi], u_fwd, u_bwd), unit)
+        if g:
+            unit = np.where(is_main & (r > 0), np.asarray(u_grad, dtype=i64)[np.maximum(r - 1, 0)],
+                            unit)
+        rep = np.where(is_main & (r == 0), np.where(red[pi], 1, layers[pi]), 1)
+        base = _SEND_BASE + np.where(fwd, 0, m)
+        recv = np.where(fwd, np.where(first, -1, (base + mb) * big_v + v - 1),
+                        np.where(last, -1, (base + mb) * big_v + v + 1))
+        dep = np.where(is_main & (j == 0), recv[pi], -1)
+        idx = np.arange(total, dtype=i64)
+        # a reduction waits for its layer's run; a send for the pass's last compute run
+        dep_ref = np.where(is_main & (r > 0), idx - r, -1)
+        last_compute = start + has_pre + np.where(has_post > 0, n_main,
+                                                  np.where(red, n_main - 1 - g, 0))
+        dep_ref = np.where(is_send, last_compute[pi], dep_ref)
+        dst = np.where(fwd, v + 1, v - 1) % pp
+        for d in np.unique(dst[sends]).tolist():
+            if (s, d) not in self._links:
+                self._links[(s, d)] = rb.stream(Stream.link(s, d))
+        link = np.asarray([self._links.get((s, d), -1) for d in range(pp)], dtype=i64)
+        dp_res = rb.stream(dp)
+        res = np.where(is_send, link[dst[pi]], np.where(r > 0, dp_res, e.compute_res))
+        nid = np.where(is_send, (base[pi] + mb[pi]) * big_v + v[pi], -1)
+        ids = rb.runs(res, unit, rep, dep, dep_ref, nid, s)
+        e.last = rb.last_id(e.compute_res)
+        grads = ids[is_main & (r == g) & (r > 0)].tolist() if g else []
+        return grads, len(grads) + n_red
+
     def _emitter(self, s: int) -> Emitter:
         return RunEmitter(self.rb, s, self.par.vp, self.ops)
+
+    def _reduce_after_flush(self, e: Emitter, dp: Stream, n_reduce: int) -> list[int]:
+        """One reduction per node waiting for the one before: a single run."""
+        if len(self.grad_tmpl) != 1 or n_reduce == 0:
+            return super()._reduce_after_flush(e, dp, n_reduce)
+        deps = [e.last] if e.last is not None else []
+        unit = self.rb.unit((self.grad_tmpl[0],))
+        return [self.rb.run(self.rb.stream(dp), unit, n_reduce, deps, e.stage)]
 
     def _forward(self, e: Emitter, op: PipeOp, v: int, dp: Stream) -> None:
         n = self.chunk_layers[v]
@@ -341,8 +465,10 @@ class _RunGenerator(_Generator):
     def _send(self, e: Emitter, node_id: int, v_dst: int) -> None:
         src, dst = e.stage, v_dst % self.par.pp
         assert e.last is not None
-        self.rb.node([self.rb.stream(Stream.link(src, dst))], self.p2p_tmpl, [e.last], src,
-                     node_id)
+        res = self._links.get((src, dst))
+        if res is None:
+            res = self._links[(src, dst)] = self.rb.stream(Stream.link(src, dst))
+        self.rb.run(res, self._send_unit, 1, (e.last,), src, node_id)
 
 
 def _unit_of(rb: RunBuilder, steps: tuple[Step, ...], overlap_tp: bool) -> int | None:

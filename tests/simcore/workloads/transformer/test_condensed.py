@@ -86,6 +86,7 @@ def test_condensed_build_compiles_to_the_same_arrays(model: ModelSpec, gpus: int
     assert isinstance(new.workload.graph, LazyGraph)
     assert not new.workload.graph.materialized  # scheduling never built the nodes
     assert new.ops.templates == old.ops.templates
+    assert new.workload.in_flight == old.workload.in_flight
     assert new.ops.template_names == old.ops.template_names
     _same_csr(new.seg_counts, old.seg_counts)
     for name in ("seg_stage", "stage_counts", "overlap_counts", "template_kind"):
