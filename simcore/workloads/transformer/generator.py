@@ -371,9 +371,9 @@ class _RunGenerator(_Generator):
             unit = np.where(is_main & (r > 0), np.asarray(u_grad, dtype=i64)[np.maximum(r - 1, 0)],
                             unit)
         rep = np.where(is_main & (r == 0), np.where(red[pi], 1, layers[pi]), 1)
-        base = _SEND_BASE + np.where(fwd, 0, m)
-        recv = np.where(fwd, np.where(first, -1, (base + mb) * big_v + v - 1),
-                        np.where(last, -1, (base + mb) * big_v + v + 1))
+        base = np.where(fwd, 0, m)  # send ids as :meth:`send_id`
+        recv = np.where(fwd, np.where(first, -1, _SEND_BASE + (base + mb) * big_v + v - 1),
+                        np.where(last, -1, _SEND_BASE + (base + mb) * big_v + v + 1))
         dep = np.where(is_main & (j == 0), recv[pi], -1)
         idx = np.arange(total, dtype=i64)
         # a reduction waits for its layer's run; a send for the pass's last compute run
@@ -388,7 +388,7 @@ class _RunGenerator(_Generator):
         link = np.asarray([self._links.get((s, d), -1) for d in range(pp)], dtype=i64)
         dp_res = rb.stream(dp)
         res = np.where(is_send, link[dst[pi]], np.where(r > 0, dp_res, e.compute_res))
-        nid = np.where(is_send, (base[pi] + mb[pi]) * big_v + v[pi], -1)
+        nid = np.where(is_send, _SEND_BASE + (base[pi] + mb[pi]) * big_v + v[pi], -1)
         ids = rb.runs(res, unit, rep, dep, dep_ref, nid, s)
         e.last = rb.last_id(e.compute_res)
         grads = ids[is_main & (r == g) & (r > 0)].tolist() if g else []

@@ -44,6 +44,8 @@ PLANS = [
                              last_stage_layers=2, recompute="full")),
     (DENSE, 16, ParallelSpec(tp=8, pp=1, global_batch=16, zero_stage=2)),
     (DENSE, 16, ParallelSpec(tp=1, pp=8, global_batch=16, flash_attention=False)),
+    (DENSE, 8, ParallelSpec(tp=4, pp=2, global_batch=8, first_stage_layers=7)),
+    (DENSE, 2, ParallelSpec(pp=2, global_batch=4)),
     (MOE, 32, ParallelSpec(tp=2, pp=2, ep=4, global_batch=16, sequence_parallel=True,
                            zero_stage=1)),
     (MOE, 32, ParallelSpec(tp=1, pp=4, vp=2, ep=2, global_batch=32, recompute="selective")),
