@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,8 +45,7 @@ IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 
 
-@dataclass(frozen=True, eq=False)
-class _Level:
+class _Level(NamedTuple):
     chains: IntArray  # (k,) chains at this depth
     pred_segs: IntArray  # (e,) segments (in other chains) those chains wait for
     seg: IntArray  # (k,) offsets of each chain's predecessors within ``pred_segs``

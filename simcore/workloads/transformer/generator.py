@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from simcore.ir.graph import CommType, GraphBuilder, LazyGraph, NodeKind
 from simcore.ir.ops import OpTable
@@ -37,7 +38,7 @@ from simcore.ir.streams import CommKind, Stream, StreamKind
 from simcore.specs.parallel import ParallelSpec
 from simcore.workloads._base import Workload
 from simcore.workloads.layout import GroupSpan, RankLayout
-from simcore.workloads.pipeline import PipeOp, stage_program
+from simcore.workloads.pipeline import PipeOp, stage_program, stage_program_arrays
 from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
 from simcore.workloads.transformer.layers import LayerOps, Step, build_layer_ops
 from simcore.workloads.transformer.spec import ModelSpec
@@ -138,7 +139,7 @@ class _Generator:
             for c in range(p.vp):
                 for j in range(self.chunk_layers[c * p.pp + s]):
                     self.gathers[(c, j)] = self._dp_nodes(e, dp_stream, self.gather_tmpl, [])
-        grads, n_reduce, peak = self._passes(e, stage_program(s, p.pp, p.vp, self.m), dp_stream)
+        grads, n_reduce, peak = self._passes(e, dp_stream)
         ends = s == 0 or s == p.pp - 1  # holds the word embedding or the output layer
         if not overlap:  # gradient reduction after the flush, layer by layer
             tail = self._reduce_after_flush(e, dp_stream, n_reduce)
@@ -161,15 +162,14 @@ class _Generator:
     def _emitter(self, s: int) -> Emitter:
         return Emitter(self.b, s, self.par.vp, self.ops)
 
-    def _passes(self, e: Emitter, program: list[PipeOp], dp: Stream
-                ) -> tuple[list[int], int, int]:
+    def _passes(self, e: Emitter, dp: Stream) -> tuple[list[int], int, int]:
         """Emit a stage's passes: (gradient-reduction nodes, reductions left for after the
         flush, most micro-batch chunks alive at once)."""
         overlap = self.par.dp_overlap
         grads: list[int] = []
         n_reduce = 0
         alive = peak = 0
-        for op in program:
+        for op in stage_program(e.stage, self.par.pp, self.par.vp, self.m):
             v = op.chunk * self.par.pp + e.stage
             if op.forward:
                 alive += 1
@@ -295,50 +295,48 @@ class _RunGenerator(_Generator):
     def _unit(self, steps: tuple[Step, ...]) -> int | None:
         return _unit_of(self.rb, steps, self.par.tp_comm_overlap)
 
-    def _passes(self, e: Emitter, program: list[PipeOp], dp: Stream
-                ) -> tuple[list[int], int, int]:
+    def _passes(self, e: Emitter, dp: Stream) -> tuple[list[int], int, int]:
         """Passes whose ops are runs, sends and per-layer gradient reductions are emitted
         together with numpy (:meth:`_regular`); forwards waiting for per-layer parameter
         gathers one by one."""
         lo, p = self.lops, self.par
         units = (self.fwd_unit, self.bwd_unit, self._unit(lo.head_fwd), self._unit(lo.head_bwd))
         if p.zero_stage == 3 or any(u is None for u in units):
-            return super()._passes(e, program, dp)
+            return super()._passes(e, dp)
         assert isinstance(e, RunEmitter)
-        pending = {c for c, _ in self.gathers}
+        fwd, mb, chunk = stage_program_arrays(e.stage, p.pp, p.vp, self.m)
+        special = []  # the first forward of each chunk with gathers pending
+        for c in sorted({c for c, _ in self.gathers}):
+            special.append(int(np.flatnonzero(fwd & (chunk == c))[0]))
         grads: list[int] = []
         n_reduce = 0
-        regular: list[PipeOp] = []
-        for op in program:
-            if op.forward and op.chunk in pending:
-                pending.discard(op.chunk)
-                got, n = self._regular(e, regular, units, dp)
-                grads += got
-                n_reduce += n
-                regular = []
-                self._forward(e, op, op.chunk * p.pp + e.stage, dp)
-            else:
-                regular.append(op)
-        got, n = self._regular(e, regular, units, dp)
-        alive = np.cumsum([1 if op.forward else -1 for op in program])
+        lo_i = 0
+        for i in sorted(special):
+            got, n = self._regular(e, fwd[lo_i:i], mb[lo_i:i], chunk[lo_i:i], units, dp)
+            grads += got
+            n_reduce += n
+            self._forward(e, PipeOp(True, int(mb[i]), int(chunk[i])),
+                          int(chunk[i]) * p.pp + e.stage, dp)
+            lo_i = i + 1
+        got, n = self._regular(e, fwd[lo_i:], mb[lo_i:], chunk[lo_i:], units, dp)
+        alive = np.cumsum(np.where(fwd, 1, -1))
         return grads + got, n_reduce + n, int(max(0, alive.max(initial=0)))
 
-    def _regular(self, e: RunEmitter, ops: list[PipeOp], units: tuple[int | None, ...],
-                 dp: Stream) -> tuple[list[int], int]:
+    def _regular(self, e: RunEmitter, fwd: NDArray[np.bool_], mb: NDArray[np.int64],
+                 chunk: NDArray[np.int64], units: tuple[int | None, ...], dp: Stream
+                 ) -> tuple[list[int], int]:
         """Passes without per-layer gathers, as :meth:`_forward` and :meth:`_backward` emit
         them, in one :meth:`RunBuilder.runs`. Per pass: the embedding or the output layer's
         backward, the layers (one run; a backward reducing gradients as it goes: per layer a
         run and its reductions on the dp stream), the output layer or the embedding's
         backward, the send to the next stage. Returns (reduction ids, reductions left for
         after the flush)."""
-        if not ops:
+        k = int(fwd.size)
+        if k == 0:
             return [], 0
         i64 = np.int64
         s, pp, big_v, m, par = e.stage, self.par.pp, self.V, self.m, self.par
-        k = len(ops)
-        fwd = np.fromiter((op.forward for op in ops), dtype=bool, count=k)
-        mb = np.fromiter((op.micro_batch for op in ops), dtype=i64, count=k)
-        v = np.fromiter((op.chunk for op in ops), dtype=i64, count=k) * pp + s
+        v = chunk * pp + s
         layers = np.asarray(self.chunk_layers, dtype=i64)[v]
         lo, rb = self.lops, self.rb
         u_fwd, u_bwd, u_hf, u_hb = (int(u) for u in units)  # type: ignore[arg-type]

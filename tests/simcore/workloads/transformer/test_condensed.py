@@ -20,6 +20,7 @@ from simcore.hardware.batch import SystemBatch
 from simcore.ir.graph import LazyGraph
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
+from simcore.workloads.pipeline import stage_program, stage_program_arrays
 from simcore.workloads.transformer.generator import build_transformer, build_transformer_nodes
 from simcore.workloads.transformer.spec import ModelSpec
 
@@ -134,3 +135,14 @@ def test_condensed_build_evaluates_bit_identically(model: ModelSpec, gpus: int,
     assert list(a.exposed_by_kind) == list(b.exposed_by_kind)
     for k in a.exposed_by_kind:
         np.testing.assert_array_equal(a.exposed_by_kind[k], b.exposed_by_kind[k])
+
+
+@pytest.mark.parametrize(("pp", "vp"), [(1, 1), (2, 1), (4, 1), (8, 1), (2, 2), (4, 3), (3, 2)])
+def test_stage_program_arrays_is_the_program(pp: int, vp: int) -> None:
+    for m in (1, 2, pp, 2 * pp, 3 * pp + (1 if vp == 1 else 0)):
+        if vp > 1 and m % pp:
+            continue
+        for s in range(pp):
+            fwd, mb, chunk = stage_program_arrays(s, pp, vp, m)
+            want = [tuple(op) for op in stage_program(s, pp, vp, m)]
+            assert list(zip(fwd.tolist(), mb.tolist(), chunk.tolist(), strict=True)) == want
