@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sps
@@ -61,6 +62,16 @@ class CompiledWorkload:
     def ops(self) -> OpTable:
         """Kernels and templates of the workload."""
         return self.workload.ops
+
+    @cached_property
+    def distinct_segments(self) -> tuple[sps.csr_matrix, IntArray, IntArray]:
+        """(R, U) distinct rows of ``seg_counts`` per stage (a training iteration repeats a
+        few segment shapes thousands of times), (R,) their stage, (S,) the row of each
+        segment: segment durations are computed once per distinct row and gathered."""
+        dense = np.column_stack([self.seg_stage.astype(np.float64), self.seg_counts.toarray()])
+        rows, inverse = np.unique(dense, axis=0, return_inverse=True)
+        return (sps.csr_matrix(rows[:, 1:]), rows[:, 0].astype(np.int64),
+                inverse.reshape(-1).astype(np.int64))
 
 
 def compile_workload(workload: Workload) -> CompiledWorkload:
@@ -270,16 +281,18 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
                    ) -> StageBreakdown:
     is_comp = cw.template_kind == COMPUTE
     busy, scale = compute_scale(cw, tdur, slowdown)
-    seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
-    seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
-    times = run_chains(cw.plan, seg_comp * scale[cw.seg_stage] + seg_other)
+    rows, row_stage, row_of = cw.distinct_segments  # the same sums, once per distinct row
+    seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
+    seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
+    seg_dur = (seg_comp * scale[row_stage] + seg_other).take(row_of, axis=0)
+    times = run_chains(cw.plan, seg_dur)
     return _breakdown(cw, tdur, times, busy * scale)
 
 
 def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes, busy: FloatArray
                ) -> StageBreakdown:
     """Breakdown on the stage with the most compute (ties: the first), per design point."""
-    total = times.makespan
+    total = cw.plan.makespan(times)
     b = total.shape[0]
     pick = np.argmax(busy, axis=0)
     cols_all = np.arange(b)

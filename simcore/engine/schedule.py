@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -143,6 +144,24 @@ class SchedulePlan:
                 self._work.clear()
             self._work[key] = work
         return work
+
+    @cached_property
+    def end_chains(self) -> IntArray:
+        """Chains whose last segment no other chain waits for: the latest finish is among
+        them (a waited-for chain ends before its waiter starts)."""
+        waited = np.zeros(self.num_segments, dtype=bool)
+        for st in self.steps:
+            waited[st.pred_segs] = True
+        return np.flatnonzero(~waited[self.chain_seg_ptr[1:] - 1]).astype(np.int64)
+
+    def makespan(self, times: ChainTimes) -> FloatArray:
+        """(B,) :attr:`ChainTimes.makespan` of ``times`` read from :attr:`end_chains` only."""
+        ends = self.end_chains
+        if ends.size == 0:
+            return times.makespan
+        finish = times.chain_start.take(ends, axis=0)
+        finish += times.chain_dur.take(ends, axis=0)
+        return np.asarray(finish.max(axis=0))
 
     @property
     def num_levels(self) -> int:
