@@ -1,6 +1,6 @@
 """Engine rate of the GPT-3 1,024-GPU hardware sweep per worker, in process (no Ray): the
-baseline of ``bench_sweep.py`` (plan, materialize the batch's specs, evaluate), median points/s
-over batches, run for this checkout and (``--base DIR``) another in a subprocess, alternated.
+baseline of ``bench_sweep.py`` (materialize the batch's specs, evaluate), median points per
+CPU second over batches, run for this checkout and (``--base DIR``) another in a subprocess, alternated.
 
 Usage: ``python scripts/bench_hw_base.py [--base /tmp/sw-base] [--batches 5] [--rounds 2]``.
 """
@@ -10,20 +10,34 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
 def worker(batches: int, batch_size: int) -> float:
-    """Median points/s of ``batches`` batches (after one warm-up batch)."""
+    """Median points per CPU second (``time.process_time``: steadier than wall time on a
+    shared machine) of ``batches`` batches, after one warm-up batch that compiles the graph."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_sweep import CASES, _baseline, _plan
+    import numpy as np
+    from bench_sweep import CASES, _plan
+
+    from search.driver import iter_batches
+    from search.workers import evaluate_batch
 
     with tempfile.TemporaryDirectory() as tmp:
         plan, _ = _plan(CASES["gpt3"][1], [f"sweep.output_dir={tmp}/probe"])
-        return float(_baseline(plan, batch_size, batches))
+        it = iter_batches(plan, batch_size, np.zeros(0, dtype=np.int64))
+        evaluate_batch(next(it))
+        rates = []
+        for _, batch in zip(range(batches), it, strict=False):
+            t0 = time.process_time()
+            evaluate_batch(batch)
+            rates.append(batch.size / (time.process_time() - t0))
+        return float(statistics.median(rates))
 
 
 def main() -> None:
@@ -51,7 +65,7 @@ def main() -> None:
                                  check=True, capture_output=True, text=True).stdout
             rates[name].append(float(out.strip().splitlines()[-1]))
     for name, r in rates.items():
-        print(f"{name:<5} points/s per worker (in process): " + ", ".join(f"{x:,.0f}" for x in r))
+        print(f"{name:<5} points per CPU second, one worker (in process): " + ", ".join(f"{x:,.0f}" for x in r))
 
 
 if __name__ == "__main__":

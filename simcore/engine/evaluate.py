@@ -212,6 +212,7 @@ class StageBreakdown:
     bubble_s: FloatArray
 
 
+_DISTINCT_MIN_B = 32  # batches from this size find the distinct segment rows (once per structure)
 _TILE_BYTES = 8 * 2**20  # working set per batch tile: stays in reused heap, not fresh pages
 
 
@@ -281,10 +282,15 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
                    ) -> StageBreakdown:
     is_comp = cw.template_kind == COMPUTE
     busy, scale = compute_scale(cw, tdur, slowdown)
-    rows, row_stage, row_of = cw.distinct_segments  # the same sums, once per distinct row
-    seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
-    seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
-    seg_dur = (seg_comp * scale[row_stage] + seg_other).take(row_of, axis=0)
+    if tdur.shape[1] >= _DISTINCT_MIN_B:  # the same sums, once per distinct segment row
+        rows, row_stage, row_of = cw.distinct_segments
+        seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
+        seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
+        seg_dur = (seg_comp * scale[row_stage] + seg_other).take(row_of, axis=0)
+    else:
+        seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
+        seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
+        seg_dur = seg_comp * scale[cw.seg_stage] + seg_other
     times = run_chains(cw.plan, seg_dur)
     return _breakdown(cw, tdur, times, busy * scale)
 

@@ -7,11 +7,14 @@ segments and ``ChainTimes.makespan`` over all C chains; results must be bit-iden
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from simcore.api import compiled_workload
-from simcore.engine.evaluate import COMPUTE, compute_scale, template_durations
+from simcore.engine import evaluate
+from simcore.engine.evaluate import COMPUTE, compute_scale, evaluate_times, template_durations
 from simcore.engine.schedule import run_chains
 from simcore.hardware.batch import SystemBatch
 from simcore.specs.parallel import ParallelSpec
@@ -46,3 +49,23 @@ def test_distinct_rows_and_end_chains_give_the_same_times(plan: ParallelSpec) ->
     times = run_chains(cw.plan, ref)
     assert cw.plan.end_chains.size < cw.plan.num_chains
     np.testing.assert_array_equal(cw.plan.makespan(times), times.makespan)
+
+
+def test_batch_through_distinct_rows_equals_the_full_product(monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """B >= 32 takes the distinct-row path; forced off, the full product: the same numbers."""
+    base = SystemSpec(num_gpus=32)
+    systems = [replace(base, scaleout=replace(base.scaleout, bandwidth_GBps=10.0 + 7.0 * i))
+               for i in range(40)]
+    cw = compiled_workload(MODEL, PLANS[0], base)
+    tdur = template_durations(cw, SystemBatch.from_specs(systems), "bf16")
+    slow = np.linspace(0.0, 0.3, 40)
+    fast = evaluate_times(cw, tdur, slow)
+    monkeypatch.setattr(evaluate, "_DISTINCT_MIN_B", 10**9)
+    full = evaluate_times(cw, tdur, slow)
+    for name in ("iteration_time_s", "compute_s", "bubble_s"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(full, name))
+    for k, v in full.exposed_by_kind.items():
+        np.testing.assert_array_equal(fast.exposed_by_kind[k], v)
+    one = evaluate_times(cw, tdur[:, 17:18], slow[17:18])  # schedule columns are independent
+    assert fast.iteration_time_s[17] == one.iteration_time_s[0]
