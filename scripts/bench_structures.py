@@ -4,7 +4,8 @@ Two cases: GPT-3 175B on 1,024 A100s and Megatron-Turing NLG 530B (105 layers, h
 Smith et al. 2022) on 2,240 A100s. For each, N distinct plans (tp, pp, vp, micro-batch, recompute,
 ZeRO stage, sequence parallelism, uneven first/last stages) are drawn with a fixed seed; each is
 evaluated cold in one process (structure cache cleared, one design point: graph generation +
-compile + evaluation), and the median, p90 and plans/s are reported. The same plans are evaluated
+compile + evaluation), and the median, p90 (wall and CPU time: ``time.process_time`` is
+steadier on a shared machine) and plans/s are reported. The same plans are evaluated
 by the base commit's code in a subprocess (``--base``: a checkout of it, e.g.
 ``git worktree add /tmp/sw-base <sha>``), and the iteration times must agree bit for bit.
 
@@ -64,21 +65,22 @@ def plans(case: str, n: int, seed: int = 0) -> list[ParallelSpec]:
     return out
 
 
-def worker(case: str, n: int) -> list[tuple[float, float]]:
-    """(cold seconds, iteration seconds) of the first ``n`` plans of ``case``."""
+def worker(case: str, n: int) -> list[tuple[float, float, float]]:
+    """(cold wall seconds, iteration seconds, cold CPU seconds) of the first ``n`` plans."""
     _, model, gpus, _, _ = CASES[case]
     system = SystemSpec(num_gpus=gpus)
     simulate_batch(GPT3, ParallelSpec(tp=8, pp=8, global_batch=64), [SystemSpec(num_gpus=64)])
     out = []
     for par in plans(case, n):
         _compiled.cache_clear()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         res = simulate_batch(model, par, [system])
-        out.append((time.perf_counter() - t0, float(res.iteration_time_s[0])))
+        out.append((time.perf_counter() - t0, float(res.iteration_time_s[0]),
+                    time.process_time() - c0))
     return out
 
 
-def _run(root: Path, case: str, n: int) -> list[tuple[float, float]]:
+def _run(root: Path, case: str, n: int) -> list[tuple[float, ...]]:
     env = {**os.environ, "PYTHONPATH": str(root)}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", case, "--plans", str(n)]
     done = subprocess.run(cmd, env=env, cwd=root, check=True, capture_output=True, text=True)
@@ -104,22 +106,25 @@ def main() -> None:
         return
     here = Path(__file__).resolve().parents[1]
     print(f"{'case':<28}{'code':<6}{'plans':>6}{'median ms':>11}{'p90 ms':>9}{'plans/s':>9}"
-          f"{'ratio':>8}  same result")
+          f"{'CPU med ms':>11}{'CPU p90':>9}{'ratio':>8}  same result")
     for case in CASES if args.case == "all" else [args.case]:
         title = CASES[case][0]
         new = _run(here, case, args.plans)
-        med, p90, rate = _stats([t for t, _ in new])
+        med, p90, rate = _stats([t[0] for t in new])
+        cmed, cp90, _ = _stats([t[2] for t in new])
         print(f"{title:<28}{'new':<6}{len(new):>6}{med * 1e3:>11.1f}{p90 * 1e3:>9.1f}"
-              f"{rate:>9.1f}", flush=True)
+              f"{rate:>9.1f}{cmed * 1e3:>11.1f}{cp90 * 1e3:>9.1f}", flush=True)
         if args.base is None:
             continue
         base = _run(args.base, case, args.base_plans)
-        bmed, bp90, brate = _stats([t for t, _ in base])
+        bmed, bp90, brate = _stats([t[0] for t in base])
+        bcmed, bcp90, _ = _stats([t[2] for t in base])
         k = len(base)
         same = all(a[1] == b[1] for a, b in zip(new[:k], base, strict=True))
-        nmed = float(np.median([t for t, _ in new[:k]]))
+        ncmed = float(np.median([t[2] for t in new[:k]]))
         print(f"{title:<28}{'base':<6}{k:>6}{bmed * 1e3:>11.1f}{bp90 * 1e3:>9.1f}{brate:>9.2f}"
-              f"{bmed / nmed:>7.0f}x  {'yes' if same else 'NO'} (first {k} plans)", flush=True)
+              f"{bcmed * 1e3:>11.1f}{bcp90 * 1e3:>9.1f}{bcmed / ncmed:>7.0f}x  "
+              f"{'yes' if same else 'NO'} (first {k} plans; ratio of CPU medians)", flush=True)
 
 
 if __name__ == "__main__":

@@ -350,13 +350,14 @@ class RunBuilder:
         seg_counts.sort_indices()
         r = len(self.streams)
         res = p_res[rows]
-        resource_counts = np.zeros((r, u))
-        np.add.at(resource_counts, (res, tmpl), w)
+        # sums of whole numbers: exact in any order
+        resource_counts = np.bincount(res * u + tmpl, weights=w, minlength=r * u).reshape(r, u)
         kinds = np.array([int(st.kind) for st in self.streams], dtype=i64)
         off = kinds[res] != StreamKind.COMPUTE
         stage = p_stage[rows]
-        other = np.zeros((int(stage.max(initial=-1)) + 1, u))
-        np.add.at(other, (stage[off], tmpl[off]), w[off])
+        n_st = int(stage.max(initial=-1)) + 1
+        other = np.bincount(stage[off] * u + tmpl[off], weights=w[off],
+                            minlength=n_st * u).reshape(n_st, u)
         c_unit = np.asarray(self._c_unit, dtype=i64)
         return CondensedGraph(
             num_nodes=self._n, seg_counts=seg_counts, seg_chain=seg_chain, seg_stage=seg_stage,
