@@ -30,6 +30,7 @@ from simcore.engine.schedule import (
     run_chains,
 )
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
+from simcore.ir.graph import Graph
 from simcore.ir.ops import COMPUTE, OpTable
 from simcore.ir.runs import CondensedGraph
 from simcore.ir.streams import CommKind, StreamKind
@@ -83,9 +84,7 @@ def compile_workload(workload: Workload) -> CompiledWorkload:
     """
     condensed = getattr(workload, "condensed", None)
     if condensed is not None and condensed.graph is workload.graph:
-        graph = workload.graph
-        return _compile_condensed(workload, condensed.chains,
-                                  lambda: compile_plan(graph).node_level())
+        return _compile_condensed(workload, condensed.chains, _NodeLevelOf(workload.graph))
     graph = workload.graph
     plan = compile_plan(graph)
     tmpl = graph.attr("template").astype(np.int64)
@@ -122,6 +121,16 @@ def compile_workload(workload: Workload) -> CompiledWorkload:
                             seg_stage=seg_stage, overlap_counts=overlap_counts,
                             stage_counts=stage_counts, compute_chains=tuple(compute_chains),
                             comm_chains=tuple(comm_chains), template_kind=kind_of_t)
+
+
+@dataclass(frozen=True)
+class _NodeLevelOf:
+    """The node level of ``graph``'s plan, built on call (picklable, unlike a closure)."""
+
+    graph: Graph
+
+    def __call__(self) -> NodeLevel:
+        return compile_plan(self.graph).node_level()
 
 
 def _stage_chains(p: int, skind: IntArray, sstage: IntArray, speer: IntArray,

@@ -172,6 +172,10 @@ class LazyGraph(Graph):
                     object.__setattr__(self, f.name, getattr(built, f.name))
         return object.__getattribute__(self, name)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the plain :class:`Graph` it builds (the factory may be a closure)."""
+        return (Graph, tuple(getattr(self, f.name) for f in fields(Graph)))
+
     @property
     def materialized(self) -> bool:
         """Whether the nodes were built."""

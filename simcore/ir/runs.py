@@ -351,13 +351,14 @@ class RunBuilder:
         r = len(self.streams)
         res = p_res[rows]
         # sums of whole numbers: exact in any order
-        resource_counts = np.bincount(res * u + tmpl, weights=w, minlength=r * u).reshape(r, u)
+        resource_counts = np.asarray(np.bincount(res * u + tmpl, weights=w, minlength=r * u),
+                                     dtype=np.float64).reshape(r, u)
         kinds = np.array([int(st.kind) for st in self.streams], dtype=i64)
         off = kinds[res] != StreamKind.COMPUTE
         stage = p_stage[rows]
         n_st = int(stage.max(initial=-1)) + 1
-        other = np.bincount(stage[off] * u + tmpl[off], weights=w[off],
-                            minlength=n_st * u).reshape(n_st, u)
+        other = np.asarray(np.bincount(stage[off] * u + tmpl[off], weights=w[off],
+                                       minlength=n_st * u), dtype=np.float64).reshape(n_st, u)
         c_unit = np.asarray(self._c_unit, dtype=i64)
         return CondensedGraph(
             num_nodes=self._n, seg_counts=seg_counts, seg_chain=seg_chain, seg_stage=seg_stage,

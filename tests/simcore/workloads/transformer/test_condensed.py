@@ -146,3 +146,13 @@ def test_stage_program_arrays_is_the_program(pp: int, vp: int) -> None:
             fwd, mb, chunk = stage_program_arrays(s, pp, vp, m)
             want = [tuple(op) for op in stage_program(s, pp, vp, m)]
             assert list(zip(fwd.tolist(), mb.tolist(), chunk.tolist(), strict=True)) == want
+
+
+def test_compiled_condensed_workload_pickles_with_its_nodes() -> None:
+    import pickle
+
+    model, gpus, plan = PLANS[1]
+    new, old, _ = _compiled_pair(model, gpus, plan, "calibrated")
+    back = pickle.loads(pickle.dumps(new))
+    np.testing.assert_array_equal(back.plan.order, old.plan.order)
+    assert back.workload.graph.num_nodes == old.workload.graph.num_nodes
