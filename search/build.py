@@ -61,13 +61,19 @@ def build_parallel(cfg: DictConfig) -> ParallelSpec:
 def build_system(cfg: DictConfig) -> SystemSpec:
     """``cfg.system`` -> :class:`SystemSpec`; the ``collective`` and ``memory`` groups, when
     composed, fill ``SystemSpec.collective`` / ``SystemSpec.memory`` (keys set under
-    ``system.collective`` / ``system.memory`` win, as a sweep's hardware axes do)."""
+    ``system.collective`` / ``system.memory`` win, as a sweep's hardware axes do); the
+    ``stack`` group, when composed, scales the calibration (:mod:`simcore.specs.stack`)."""
     data = _section(cfg, "system")
     for group in ("collective", "memory"):
         if cfg.get(group) is not None:
             inner = data.get(group) or {}
             data[group] = {**_section(cfg, group), **(inner if isinstance(inner, dict) else {})}
-    return system_from_dict(data)
+    system = system_from_dict(data)
+    if cfg.get("stack") is not None:  # software stack (conf/stack): scales the calibration
+        from simcore.specs.stack import apply_stack, stack_from_dict
+
+        system = apply_stack(system, stack_from_dict(_section(cfg, "stack")))
+    return system
 
 
 def build_specs(cfg: DictConfig) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:

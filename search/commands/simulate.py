@@ -17,6 +17,7 @@ from simcore.api import check_structure, compiled_workload, simulate_batch
 from simcore.engine.evaluate import template_durations
 from simcore.engine.trace import chrome_trace
 from simcore.errors import InputError
+from simcore.fidelity.intervals import interval_columns
 from simcore.hardware import SystemBatch
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -48,6 +49,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def _format(row: dict[str, Any], header: str) -> str:
     t = float(row["iteration_time_s"])
     lines = [header, f"  iteration time      {t:10.4f} s"]
+    for tag in ("80", "95"):
+        lo, hi = row.get(f"iter_time_lo{tag}_s", t), row.get(f"iter_time_hi{tag}_s", t)
+        if lo == lo and hi == hi:  # not NaN: the calibration carries an interval
+            lines.append(f"    {tag}% interval      {lo:10.4f} - {hi:.4f} s")
     lines.append(f"  compute             {row['compute_s']:10.4f} s")
     lines.append(f"  exposed comm        {row['exposed_comm_s']:10.4f} s")
     for kind in ("tp", "dp", "pp", "cp", "ep"):
@@ -72,6 +77,10 @@ def main(argv: list[str]) -> int:
     model, parallel, system = build_specs(cfg)
     result = simulate_batch(model, parallel, [system], str(cfg.get("fidelity", "calibrated")))
     row = result.rows()[0]
+    calib = system.calibration
+    row.update(interval_columns(float(row["iteration_time_s"]),
+                                {0.8: calib.interval80_log_halfwidth,
+                                 0.95: calib.interval95_log_halfwidth}))
     par, reason = check_structure(model, parallel, system)
     if args.trace and par is not None:
         cw = compiled_workload(model, parallel, system)

@@ -28,6 +28,9 @@ from simcore.specs.system import SystemSpec, system_from_dict
 CONF = Path(__file__).resolve().parents[2] / "conf"
 OUT_COLUMNS = ("case_id", "iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib",
                "fits_memory", "status", "error")
+#: prediction-interval columns (``simcore/fidelity/intervals.py``); empty when not calibrated
+INTERVAL_COLUMNS = ("iter_time_lo80_s", "iter_time_hi80_s", "iter_time_lo95_s",
+                    "iter_time_hi95_s")
 _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
         "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
         "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers")
@@ -81,7 +84,8 @@ def cluster_for(gpu: str) -> dict[str, Any]:
 ATTENTION_IMPLS = {"flash": True, "unfused": False}
 #: accelerators whose published training stacks all run a fused (flash) attention core
 #: (FlashAttention / cuDNN fused attention appeared in 2022-23, with the H100 generation)
-FLASH_ERA_GPUS = frozenset({"h100_80g", "h800_80g", "h200_141g", "b200", "mi300x"})
+FLASH_ERA_GPUS = frozenset({"h100_80g", "h800_80g", "h200_141g", "b200", "gb200", "gb300",
+                            "mi300x"})
 
 
 def attention_impl(row: dict[str, str], attention: str) -> str:
@@ -91,7 +95,7 @@ def attention_impl(row: dict[str, str], attention: str) -> str:
     impl = (row.get("attention") or "").strip() or attention
     if impl == "auto":
         heads, kv = _field(row, "num_heads"), (row.get("num_kv_heads") or "").strip()
-        modern = (_field(row, "gpu") in FLASH_ERA_GPUS or _field(row, "precision") == "fp8"
+        modern = (_field(row, "gpu") in FLASH_ERA_GPUS or _field(row, "precision") in ("fp8", "fp4")
                   or (kv != "" and int(kv) < heads))
         impl = "flash" if modern else "unfused"
     if impl not in ATTENTION_IMPLS:
@@ -99,13 +103,26 @@ def attention_impl(row: dict[str, str], attention: str) -> str:
     return impl
 
 
+def stack_for(row: dict[str, str]) -> Any:
+    """The :class:`~simcore.specs.stack.StackSpec` of a case: its optional ``stack`` column
+    (``conf/stack/<name>.yaml``), default ``megatron_lm``."""
+    from simcore.specs.stack import STACKS, stack_from_dict
+
+    name = (row.get("stack") or "").strip() or "megatron_lm"
+    if name not in STACKS:
+        raise InputError("stack", name, f"must be one of {', '.join(STACKS)}")
+    return stack_from_dict(_load_yaml(CONF / "stack" / f"{name}.yaml"))
+
+
 def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, SystemSpec]:
     """(ModelSpec, ParallelSpec, SystemSpec) of one case row.
 
     ``attention`` (``auto`` / ``unfused`` / ``flash``) is the attention implementation of the
-    software stack (see :func:`attention_impl`).
+    software stack (see :func:`attention_impl`); the row's ``stack`` column (default
+    ``megatron_lm``) scales the calibration (:func:`simcore.specs.stack.apply_stack`).
     """
     from simcore.specs.parallel import ParallelSpec
+    from simcore.specs.stack import apply_stack
     from simcore.workloads.transformer.spec import ModelSpec
 
     system = cluster_for(_field(row, "gpu"))
@@ -113,7 +130,7 @@ def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, 
     gbps = float(_field(row, "scaleout_gbps_per_gpu"))
     system["scaleout"] = {**system.get("scaleout", {}), "bandwidth_GBps": gbps / 8.0, "size": 0}
     impl = attention_impl(row, attention)
-    spec = system_from_dict(system)
+    spec = apply_stack(system_from_dict(system), stack_for(row))
     model_kwargs = {k: _field(row, k) for k in _MODEL_KEYS}
     if (row.get("mlp") or "").strip():
         model_kwargs["mlp"] = row["mlp"].strip()
@@ -209,28 +226,82 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def _measured_for(path: Path, explicit: Path | None) -> dict[str, float]:
+    measured_path = explicit or path.with_name(path.name.replace("cases", "measured"))
+    if not measured_path.exists() or measured_path == path:
+        return {}
+    return {r["case_id"]: float(r["iter_time_s"]) for r in _read_csv(measured_path)
+            if (r.get("iter_time_s") or "").strip()}
+
+
+def _with_intervals(pred: dict[str, Any], row: dict[str, str], attention: str) -> dict[str, Any]:
+    """The prediction row plus its 80% / 95% interval columns (the calibration's conformal
+    half-widths, ``simcore/fidelity/intervals.py``)."""
+    from simcore.fidelity.intervals import interval_columns
+
+    out = {**pred, **{c: "" for c in INTERVAL_COLUMNS}}
+    if not pred.get("iter_time_s"):
+        return out
+    try:
+        calib = build_case(row, attention)[2].calibration
+    except (InputError, ValueError, TypeError, KeyError):
+        return out
+    cols = interval_columns(float(pred["iter_time_s"]),
+                            {0.8: calib.interval80_log_halfwidth,
+                             0.95: calib.interval95_log_halfwidth})
+    out.update({k: "" if math.isnan(v) else f"{v:.6g}" for k, v in cols.items()})
+    return out
+
+
 def main(argv: list[str]) -> int:
     """Entry point of ``simsweep validate``."""
     parser = argparse.ArgumentParser(prog="simsweep validate", description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", required=True, type=Path)
+    parser.add_argument("--cases", required=True, type=Path, nargs="+",
+                        help="one or more cases files (CASES.md schema)")
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--measured", type=Path, default=None)
+    parser.add_argument("--measured", type=Path, default=None,
+                        help="measured file (one cases file only; default: the sibling "
+                             "*_measured.csv of each cases file)")
     parser.add_argument("--attention", choices=["auto", *sorted(ATTENTION_IMPLS)], default="auto",
                         help="attention implementation of the runs (auto: flash on H100-era "
                              "GPUs, GQA or fp8; else Megatron-LM's unfused core of 2021-22)")
+    parser.add_argument("--intervals", action="store_true",
+                        help="add 80%% / 95%% prediction-interval columns to --out (beyond the "
+                             "CASES.md schema)")
+    parser.add_argument("--logo", action="store_true",
+                        help="also refit the end-to-end parameters leave-one-group-out and "
+                             "report out-of-sample errors, per-regime bias and interval coverage")
     args = parser.parse_args(argv)
-    cases = _read_csv(args.cases)
+    cases: list[dict[str, str]] = []
+    measured: dict[str, float] = {}
+    for path in args.cases:
+        cases += _read_csv(path)
+        measured.update(_measured_for(path, args.measured if len(args.cases) == 1 else None))
     preds = [predict(row, args.attention) for row in cases]
+    columns: tuple[str, ...] = OUT_COLUMNS
+    if args.intervals:
+        preds = [_with_intervals(p, row, args.attention) for p, row in zip(preds, cases,
+                                                                            strict=True)]
+        columns = OUT_COLUMNS + INTERVAL_COLUMNS
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=OUT_COLUMNS)
+        writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         writer.writerows(preds)
-    measured_path = args.measured or args.cases.with_name(
-        args.cases.name.replace("cases", "measured"))
-    if measured_path.exists() and measured_path != args.cases:
-        measured = {r["case_id"]: float(r["iter_time_s"]) for r in _read_csv(measured_path)
-                    if (r.get("iter_time_s") or "").strip()}
+    if measured:
         report(cases, preds, measured)
+    if args.logo and measured:
+        from search.commands.validate_cv import cross_validate, curves, print_report
+
+        defaults = {"sustained_compute_fraction": _reference_fraction(cases)}
+        cv = cross_validate(cases, curves(cases, args.attention), measured, defaults)
+        print_report(cv, measured)
     print(f"wrote {len(preds)} predictions to {args.out}")
     return 0
+
+
+def _reference_fraction(cases: list[dict[str, str]]) -> float:
+    """The checked-in sustained_compute_fraction of the first case's accelerator (the LOGO
+    fallback when a fold has no reference-stack run)."""
+    system = cluster_for(_field(cases[0], "gpu"))
+    return float(system.get("calibration", {}).get("sustained_compute_fraction", 1.0))

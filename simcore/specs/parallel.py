@@ -21,7 +21,7 @@ from simcore.specs.layer_split import chunk_layers
 __all__ = ["PRECISIONS", "RECOMPUTE_MODES", "ParallelSpec"]
 
 RECOMPUTE_MODES = ("none", "selective", "full")
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 
 
 def _positive_int(value: object, key: str) -> None:
