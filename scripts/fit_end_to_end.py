@@ -6,7 +6,10 @@ tests/data/validation/extra_cases.csv with their measured files):
 * ``sustained_compute_fraction`` (GEMM / attention throughput sustained in a long training step
   relative to the boost-clock microbenchmarks) on the reference stack's runs (Megatron-LM);
 * each fitted stack's ``kernel_efficiency`` (conf/stack/deepspeed.yaml: the Megatron-DeepSpeed
-  runs, MT-NLG and BLOOM) given that fraction;
+  runs, MT-NLG and BLOOM) given that fraction and the deepspeed stack's
+  ``kernel_launch_floor_us``, fitted before it on vTrain's single-node runs
+  (scripts/fit_launch_floor.py) at that fraction x the stack's efficiency fitted without the
+  floor (one fixed-point pass);
 * the split-conformal 80% / 95% interval half-widths from the leave-one-group-out residuals
   (every parameter above refitted without each publication; search/commands/validate_cv.py).
 
@@ -19,10 +22,19 @@ is simulated once over a grid of compute fractions (the grid is the batch axis o
 from __future__ import annotations
 
 import csv
+import importlib.util
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
-from search.commands.validate_cv import FITTED_STACKS, cross_validate, curves
+from search.commands.validate_cv import (
+    FITTED_STACKS,
+    cross_validate,
+    curves,
+    fit,
+    print_report,
+    stack_of,
+)
 from simcore.specs.system import CalibrationSpec
 
 KEY = "sustained_compute_fraction"
@@ -34,13 +46,31 @@ def _read(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _write_stack(name: str, efficiency: float, note: str) -> None:
+def _short(path: Path) -> str:
+    """``path`` from the repo root, or from ``shared/`` for the shared data."""
+    parts = path.resolve().parts
+    if "shared" in parts:
+        return "/".join(parts[parts.index("shared"):])
+    return str(path.resolve().relative_to(STACK_DIR.parents[1]))
+
+
+def _set_stack_key(name: str, key: str, value: str) -> None:
     path = STACK_DIR / f"{name}.yaml"
-    lines = [ln for ln in path.read_text().splitlines()
-             if not ln.startswith(("kernel_efficiency:", "fitted:"))]
-    lines.append(f"kernel_efficiency: {efficiency:.4f}")
-    lines.append(f'fitted: "{note}"')
-    path.write_text("\n".join(lines) + "\n")
+    lines = [ln for ln in path.read_text().splitlines() if not ln.startswith(f"{key}:")]
+    path.write_text("\n".join([*lines, f"{key}: {value}"]) + "\n")
+
+
+def _write_stack(name: str, efficiency: float, note: str) -> None:
+    _set_stack_key(name, "kernel_efficiency", f"{efficiency:.4f}")
+    _set_stack_key(name, "fitted", f'"{note}"')
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def fit_end_to_end(calibs: dict[str, CalibrationSpec], case_files: list[tuple[Path, Path]]
@@ -52,19 +82,33 @@ def fit_end_to_end(calibs: dict[str, CalibrationSpec], case_files: list[tuple[Pa
         got = {r["case_id"]: float(r["iter_time_s"]) for r in _read(meas)}
         rows += [r for r in _read(cases) if r["case_id"] in got]
         measured.update(got)
+    defaults = {KEY: calibs["a100"].sustained_compute_fraction}
     cur = curves(rows, "auto")
-    cv = cross_validate(rows, cur, measured, {KEY: calibs["a100"].sustained_compute_fraction})
+    # the Megatron-LM fraction does not depend on the DeepSpeed floor: fit it, fit the floor at
+    # it (x the stack's current efficiency), then re-simulate the DeepSpeed runs with the floor
+    first = fit(rows, cur, measured, defaults)
+    eff = first.get("stack:deepspeed", 1.0)
+    floor_us, fstats = _script("fit_launch_floor").fit_launch_floor(
+        "deepspeed", fraction=min(1.0, first[KEY] * eff))
+    _set_stack_key("deepspeed", "kernel_launch_floor_us", f"{floor_us:g}")
+    cur.update(curves([r for r in rows if stack_of(r) == "deepspeed"], "auto"))
+    cv = cross_validate(rows, cur, measured, defaults)
+    print_report(cv, measured)
     s = cv.summary()
     best = round(cv.params_all[KEY], 4)
     q80, q95 = (round(cv.halfwidths[lv], 4) for lv in (0.8, 0.95))
     out = {name: replace(c, **{KEY: best, "interval80_log_halfwidth": q80,
                                "interval95_log_halfwidth": q95}) for name, c in calibs.items()}
-    sources = ", ".join(f"{c.parent.parent.name}/{c.parent.name}/{c.name}" for c, _ in case_files)
+    sources = ", ".join(_short(c) for c, _ in case_files)
     log = [f"end to end over {s['n']} published A100 runs ({sources}): {KEY}={best:.4f} on the "
            f"Megatron-LM runs; in-sample MAPE {s['mape_in_sample']:.2f}%, leave-one-group-out "
            f"MAPE {s['mape_logo']:.2f}% (bias {s['bias_logo']:+.2f}%); carried to other GPUs",
            f"conformal log half-widths from the LOGO residuals: 80% {q80}, 95% {q95} (coverage "
            f"{100 * cv.coverage[0.8]:.0f}% / {100 * cv.coverage[0.95]:.0f}%)"]
+    log.append(f"stack deepspeed: kernel_launch_floor_us={floor_us:g} on vTrain's single-node "
+               f"Megatron-DeepSpeed runs ({int(fstats['n'])} rows): MAPE {fstats['mape']:.1f}% "
+               f"(bias {fstats['bias']:+.1f}%), without a floor {fstats['mape_no_floor']:.1f}% "
+               f"({fstats['bias_no_floor']:+.1f}%)")
     for name in FITTED_STACKS:
         key = f"stack:{name}"
         if key in cv.params_all:

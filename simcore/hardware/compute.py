@@ -23,6 +23,9 @@ Model (DESIGN.md, "Two fidelity modes", calibrated mode):
   its shape at the low-precision peak, and pays a memory-bound cast of its two inputs
   (``fp8_extra_bytes_per_gemm_element`` bytes per input element: bf16 read + fp8 write, amax
   fused) before it; the fused attention core runs at the bf16 peak.
+* **Launch floor**: no kernel is shorter than ``kernel_launch_floor_us`` (an eager framework's
+  host dispatch pace; a software-stack value, conf/stack; fitted on vTrain's single-node
+  Megatron-DeepSpeed runs of 0.35-1.3 B models, where it dominates).
 * **Memory-bound kernels** (layer norm, softmax, GELU, dropout, bias, optimizer step): bytes
   read + written over ``hbm_bw * hbm_efficiency``, plus the kernel overhead.
 
@@ -58,6 +61,11 @@ ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0,
 
 
 
+def _floor(sb: SystemBatch, t: FloatArray) -> FloatArray:
+    """``max(t, kernel_launch_floor_us)``: the host's dispatch pace bounds short kernels."""
+    return np.asarray(np.maximum(t, _row(sb.calib["kernel_launch_floor_us"]) * 1e-6))
+
+
 def _quantization(dim: FloatArray, half: FloatArray) -> FloatArray:
     return dim / (dim + half)
 
@@ -89,7 +97,8 @@ def gemm_time_s(sb: SystemBatch, m: object, n: object, k: object, precision: str
     t_compute = flops / (_row(sb.peak(precision)) * eff)
     traffic = ELEMENT_BYTES[precision] * (m_ * k_ + k_ * n_ + m_ * n_)
     t_memory = traffic / hbm
-    return np.maximum(t_compute, t_memory) + cast + _row(sb.calib["kernel_overhead_us"]) * 1e-6
+    t = np.maximum(t_compute, t_memory) + cast + _row(sb.calib["kernel_overhead_us"]) * 1e-6
+    return _floor(sb, t)
 
 
 def attention_time_s(
@@ -125,10 +134,10 @@ def attention_time_s(
     )
     core = "bf16" if precision in LOW_PRECISIONS else precision  # TE: attention in bf16
     t = flops / (_row(sb.peak(core)) * eff)
-    return np.asarray(t + _row(sb.calib["kernel_overhead_us"]) * 1e-6)
+    return _floor(sb, np.asarray(t + _row(sb.calib["kernel_overhead_us"]) * 1e-6))
 
 
 def memory_bound_time_s(sb: SystemBatch, nbytes: object) -> FloatArray:
     """(U, B) seconds for elementwise / reduction kernels moving ``nbytes`` (read + write)."""
     bw = _row(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
-    return np.asarray(_col(nbytes) / bw + _row(sb.calib["kernel_overhead_us"]) * 1e-6)
+    return _floor(sb, np.asarray(_col(nbytes) / bw + _row(sb.calib["kernel_overhead_us"]) * 1e-6))

@@ -12,6 +12,8 @@ A :class:`StackSpec` scales the hardware calibration for the framework that runs
   2021). Fitted once by ``scripts/fit_end_to_end.py`` on the public runs of that stack.
 * ``kernel_overhead_us``: fixed time per kernel (launch and framework gaps); ``None`` keeps the
   hardware calibration's value.
+* ``kernel_launch_floor_us``: least time of any kernel (the host's dispatch pace in an eager
+  framework; ``None`` keeps the calibration's value, 0).
 
 Applying a stack returns a new :class:`~simcore.specs.system.SystemSpec` whose calibration
 carries the scaled values; the cost models see nothing else.
@@ -37,6 +39,7 @@ class StackSpec:
     name: str = "megatron_lm"
     kernel_efficiency: float = 1.0
     kernel_overhead_us: float | None = None
+    kernel_launch_floor_us: float | None = None
 
     def __post_init__(self) -> None:
         p = "stack."
@@ -48,12 +51,16 @@ class StackSpec:
         require(self.kernel_overhead_us is None or (
             isinstance(self.kernel_overhead_us, int | float) and self.kernel_overhead_us >= 0),
             p + "kernel_overhead_us", self.kernel_overhead_us, "must be >= 0 or null")
+        require(self.kernel_launch_floor_us is None or (
+            isinstance(self.kernel_launch_floor_us, int | float)
+            and self.kernel_launch_floor_us >= 0),
+            p + "kernel_launch_floor_us", self.kernel_launch_floor_us, "must be >= 0 or null")
 
 
 def stack_from_dict(data: dict[str, object]) -> StackSpec:
     """A :class:`StackSpec` from the resolved ``stack`` config (unknown keys are errors;
     ``source`` / ``fitted`` provenance keys are ignored)."""
-    known = {"name", "kernel_efficiency", "kernel_overhead_us"}
+    known = {"name", "kernel_efficiency", "kernel_overhead_us", "kernel_launch_floor_us"}
     kwargs = {k: v for k, v in data.items() if k not in ("source", "fitted")}
     for key, value in kwargs.items():
         require(key in known, f"stack.{key}", value, f"unknown key (known: {', '.join(known)})")
@@ -67,4 +74,6 @@ def apply_stack(system: SystemSpec, stack: StackSpec) -> SystemSpec:
     changes: dict[str, float] = {"sustained_compute_fraction": fraction}
     if stack.kernel_overhead_us is not None:
         changes["kernel_overhead_us"] = float(stack.kernel_overhead_us)
+    if stack.kernel_launch_floor_us is not None:
+        changes["kernel_launch_floor_us"] = float(stack.kernel_launch_floor_us)
     return replace(system, calibration=replace(calib, **changes))

@@ -164,6 +164,10 @@ class CalibrationSpec:
         fp8_extra_bytes_per_gemm_element: memory-bound bytes per GEMM input element fp8
             training adds (cast to fp8 with amax reduction, Transformer Engine's delayed
             scaling), charged as a memory-bound kernel per GEMM; 0 = none.
+        kernel_launch_floor_us: least time of any compute kernel, microseconds: an eager
+            framework dispatches kernels from the host at a bounded rate, so short kernels run
+            at the host's pace, not the GPU's (``max(gpu time, floor)``); a software-stack
+            value (``conf/stack``); 0 = no floor.
         interval80_log_halfwidth, interval95_log_halfwidth: split-conformal half-widths
             (natural log of time) of the 80% / 95% prediction intervals, from the
             leave-one-group-out residuals on published runs (``simcore/fidelity/intervals.py``);
@@ -191,6 +195,7 @@ class CalibrationSpec:
     fp8_gemm_efficiency_ratio: float = 1.0
     fp8_extra_bytes_per_gemm_element: float = 0.0
     fp4_gemm_efficiency_ratio: float = 1.0
+    kernel_launch_floor_us: float = 0.0
     interval80_log_halfwidth: float = 0.0
     interval95_log_halfwidth: float = 0.0
 

@@ -113,3 +113,16 @@ def test_fp8_attention_core_runs_at_bf16_peak() -> None:
     t16 = attention_time_s(sb, 64, 4096, 4096, 128, True, "bf16")
     t8 = attention_time_s(sb, 64, 4096, 4096, 128, True, "fp8")
     assert np.allclose(t8, t16)
+
+
+def test_launch_floor_bounds_short_kernels_only() -> None:
+    """An eager framework's host dispatch pace: short kernels last the floor, long ones are
+    unchanged (conf/stack kernel_launch_floor_us)."""
+    floored = SystemBatch.from_specs([replace(A100, calibration=replace(
+        A100.calibration, kernel_launch_floor_us=50.0))])
+    plain = SystemBatch.from_specs([A100])
+    small = memory_bound_time_s(floored, 1e6)[0, 0]
+    assert small == pytest.approx(50e-6)
+    assert memory_bound_time_s(plain, 1e6)[0, 0] < 10e-6
+    big = (8192.0, 12288.0, 12288.0)
+    assert gemm_time_s(floored, *big, "fp16")[0, 0] == gemm_time_s(plain, *big, "fp16")[0, 0]
