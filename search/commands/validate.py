@@ -9,6 +9,12 @@ is given (``--measured``, default: the cases file's sibling ``*_measured.csv``) 
 error per case, the mean absolute percentage error (MAPE) of iteration time, Spearman rank
 correlation per (model, cluster) group, and the predicted vs measured ratio of case pairs that
 differ only in recompute / sequence parallelism. The measured file is read only for reporting.
+
+Several cases files may be given (each with its sibling measured file). An optional ``stack``
+column names the software stack (``conf/stack``, default ``megatron_lm``). ``--logo`` adds the
+out-of-sample report of :mod:`search.commands.validate_cv` (every end-to-end parameter refitted
+leave-one-group-out, per-regime MAPE and signed bias, conformal interval coverage);
+``--intervals`` adds the 80% / 95% prediction-interval columns to ``--out``.
 """
 
 from __future__ import annotations
