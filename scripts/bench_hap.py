@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 from hydra import compose, initialize_config_dir
-from search.build import build_system
 
+from search.config.build import build_system
 from simcore.api import simulate_batch
 from simcore.hetero.hap import hap_plan, instructions, plan_cost, profiled_ratios
 from simcore.specs.parallel import ParallelSpec

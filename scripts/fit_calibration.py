@@ -6,18 +6,23 @@ reference/peers-hardware-measurements.md:
     gemm_half_dim, hbm_efficiency; plus the harness's fixed per-call floor, which is a property
     of the benchmark loop (host launch + event timing), NOT of a kernel inside a training step,
     so it is fitted to explain the small-GEMM points but not written out.
-  * A100 8-GPU NVSwitch all-reduce bus bandwidth vs size, and the 4-GPU points (vTrain LUT,
-    B.9): scaleup_efficiency, collective_base_latency_us, collective_step_latency_us.
+  * A100 all-reduce time vs size on 2-128 GPUs (Echo's nccl-tests logs and vTrain's LUT,
+    shared/validation/calibration/; scripts/fit_collectives.py): scaleup_efficiency,
+    scaleup_pair_loss, collective_base/step latency, scaleout_ring_efficiency (NCCL rings over
+    8 NICs per node reach ~0.63 of the single-NIC 23.5/25 GB/s), and the inter-node tree level
+    latency. Per-NIC efficiency CX6 23.5 / 25, CX7 48.5 / 50 GB/s (SimAI calbusbw.h, A.3).
   * Ratios read directly (no fit): H100 ring 370 / 450 GB/s and NVLS 475 / 370 (nccl-tests
-    #212/#290/#309, B.9); H800 NVLS 215 GB/s over 8 x 20.6 (nccl#1374, SimAI calbusbw.h); NIC
-    efficiency CX6 23.5 / 25 and CX7 48.5 / 50 GB/s (SimAI calbusbw.h, A.3).
+    #212/#290/#309, B.9); H800 NVLS 215 GB/s over 8 x 20.6 (nccl#1374, SimAI calbusbw.h); H100
+    inter-node all-reduce over 8x400G NICs ~350 GB/s (248 x 8 H200, nccl-tests#283, B.9).
     attention_efficiency_max / attention_half_seq take the GEMM curve's values (the attention
     core is two batched GEMMs).
   * overlap_compute_slowdown = 0.15: Calculon's NVLink processor_usage (A.2); not fitted (no
     public case overlaps communication); kernel_overhead_us = 4: typical launch gap [R].
-Stage 2 (end to end, ``--end-to-end``): sustained_compute_fraction, the one parameter no
-microbenchmark pins down, is fitted once over ALL public validation cases together (/work/shared/validation, via simcore.api.simulate_batch),
-minimising the mean squared log error of iteration time. No per-case constant exists.
+Stage 2 (end to end, ``--end-to-end``, scripts/fit_end_to_end.py): sustained_compute_fraction,
+the one hardware parameter no microbenchmark pins down, and the fitted stacks'
+kernel_efficiency, once over ALL published runs together (shared/validation and
+tests/data/validation), minimising the mean squared log error of iteration time; plus the
+conformal interval half-widths from the leave-one-group-out residuals. No per-case constant.
 
 Usage: python scripts/fit_calibration.py [--end-to-end] [--cases F --measured F] [--dry-run]
 """
@@ -26,15 +31,16 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 from dataclasses import asdict, replace
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from simcore.hardware.batch import SystemBatch
 from simcore.hardware.compute import gemm_time_s
-from simcore.network.collectives.nccl import collective_time_s
 from simcore.specs.system import AcceleratorSpec, CalibrationSpec, SystemSpec, TopologyDimSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,12 +49,6 @@ CALIB_DIR = ROOT / "conf" / "system" / "calibration"
 # (m, n=k, measured TFLOP/s) A100 fp16, LLMCompass ae/figure5/ab/real_hardware/matmul_A100.csv
 A100_GEMM = [(64, 12288, 101.7), (1024, 12288, 257.9), (8192, 12288, 286.9),
              (16384, 12288, 290.5), (8192, 8192, 277.6), (8192, 1024, 185.2), (8192, 256, 30.1)]
-# (GPUs, size MiB, busbw GB/s) A100 NVSwitch all-reduce, vTrain trace/a100 AR_GPU{8,4,2} LUTs
-A100_ALLREDUCE = [(8, 1, 19.8), (8, 8, 109.3), (8, 16, 126.3), (8, 64, 202.5), (8, 128, 202.1),
-                  (8, 256, 217.3), (8, 512, 224.2), (8, 1024, 229.4), (4, 256, 208.7),
-                  (4, 1024, 221.9)]
-# Not fitted: the 2-GPU points (184.4 / 197.3 GB/s at 256 MiB / 1 GiB) sit ~14% below the 8-GPU
-# curve (fewer NCCL channels between two GPUs); the model has no group-size-dependent efficiency.
 A100 = SystemSpec(accelerator=AcceleratorSpec(), scaleup=TopologyDimSpec(bandwidth_GBps=300.0))
 
 
@@ -79,44 +79,49 @@ def fit_gemm(base: CalibrationSpec) -> tuple[CalibrationSpec, float, float]:
     return calib, float(x[3]), float(np.sqrt(np.mean(res.fun**2)))
 
 
-def fit_allreduce(base: CalibrationSpec) -> tuple[CalibrationSpec, float]:
-    """Fit NVSwitch all-reduce: scale-up efficiency, base and per-step latency."""
-    n = np.array([r[0] for r in A100_ALLREDUCE], dtype=float)
-    size = np.array([r[1] for r in A100_ALLREDUCE], dtype=float) * 2**20
-    measured_s = size * 2 * (n - 1) / n / (np.array([r[2] for r in A100_ALLREDUCE]) * 1e9)
-
-    def model(x: np.ndarray) -> np.ndarray:
-        calib = replace(base, scaleup_efficiency=x[0], collective_base_latency_us=x[1],
-                        collective_step_latency_us=x[2])
-        return collective_time_s(_batch(calib), 0, size, n, n)[:, 0]
-
-    res = least_squares(lambda x: np.log(model(x) / measured_s), x0=[0.77, 30.0, 1.0],
-                        bounds=([0.3, 0.0, 0.0], [1.0, 500.0, 50.0]))
-    x = res.x
-    calib = replace(base, scaleup_efficiency=round(float(x[0]), 4),
-                    collective_base_latency_us=round(float(x[1]), 2),
-                    collective_step_latency_us=round(float(x[2]), 3))
-    return calib, float(np.sqrt(np.mean(res.fun**2)))
+def _script(name: str) -> ModuleType:
+    """A sibling script loaded by path (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def kernel_level() -> tuple[dict[str, CalibrationSpec], list[str]]:
     """Stage 1: per-generation calibrations and a provenance log."""
     a100, floor_us, gemm_rms = fit_gemm(CalibrationSpec())
-    a100, ar_rms = fit_allreduce(a100)
-    a100 = replace(a100, scaleout_efficiency=round(23.5 / 25.0, 4), switch_allreduce_gain=1.0,
-                   overlap_compute_slowdown=0.15, kernel_overhead_us=4.0)
+    a100 = replace(a100, scaleout_efficiency=round(23.5 / 25.0, 4))  # CX6 (SimAI, A.3)
+    a100, ar_rms, ar_points = _script("fit_collectives").fit_collectives(a100)
+    a100 = replace(a100, switch_allreduce_gain=1.0, overlap_compute_slowdown=0.15,
+                   kernel_overhead_us=4.0, fp8_extra_bytes_per_gemm_element=3.0)
     h100 = replace(a100, scaleup_efficiency=round(370.0 / 450.0, 4),
                    switch_allreduce_gain=round(475.0 / 370.0, 4),
-                   scaleout_efficiency=round(48.5 / 50.0, 4))
+                   scaleout_efficiency=round(48.5 / 50.0, 4),
+                   scaleout_ring_efficiency=round(350.0 / (8 * 48.5), 4),
+                   fp8_gemm_efficiency_ratio=0.9)
     h800 = replace(h100, switch_allreduce_gain=round(215.0 / (8 * 20.6), 4))
+    blackwell = replace(h100, scaleup_efficiency=0.674, switch_allreduce_gain=round(0.742 / 0.674, 4),
+                        fp4_gemm_efficiency_ratio=0.85)
     log = [
         f"A100 GEMM (LLMCompass, 7 shapes): rms log error {gemm_rms:.3f}; harness floor "
         f"{floor_us:.1f} us per call fitted and discarded (benchmark-loop artefact)",
-        f"A100 NVSwitch all-reduce (vTrain LUT, 10 points, 8 and 4 GPUs): rms log error {ar_rms:.3f}",
-        "H100: scaleup 370/450, NVLS gain 475/370, NIC 48.5/50 (reference B.9, A.3)",
+        f"A100 all-reduce, 2-128 GPUs (Echo nccl-tests + vTrain LUT, {ar_points} points, "
+        f"1 MiB-4 GiB; scripts/fit_collectives.py): rms log error {ar_rms:.3f}",
+        "H100: scaleup 370/450, NVLS gain 475/370 (reference B.9); NIC 48.5/50 (A.3); inter-node "
+        "rings over 8 NICs 350/(8 x 48.5) (H200 1984 GPUs, nccl-tests#283, B.9); other collective "
+        "terms as A100",
         "H800: as H100, NVLS gain 215/(8 x 20.6) (reference B.9)",
+        "fp8 (H100 and later): GEMM efficiency 0.9 x bf16 at 2x peak (cuBLAS large-GEMM "
+        "throughput ~1400 of 1979 vs ~780 of 989 TFLOP/s, recalled [R], not in the references); "
+        "cast before each GEMM 3 bytes per input element (bf16 read + fp8 write, amax fused; "
+        "Transformer Engine recipe, derived)",
+        "Blackwell (B200, GB200, GB300): NVLink5 all-gather/reduce-scatter 0.674 and all-reduce "
+        "0.742 of line rate (SimuMax b200_bf16_ceperm.json, reference A.3); NVFP4 GEMM "
+        "efficiency 0.85 x bf16 at the fp4 peak (assumed [R]); other terms as H100",
     ]
-    return {"a100": a100, "h100": h100, "h800": h800, "default": a100}, log
+    return {"a100": a100, "h100": h100, "h800": h800, "blackwell": blackwell,
+            "default": a100}, log
 
 
 def write_yaml(name: str, calib: CalibrationSpec, provenance: list[str], dry_run: bool) -> None:
@@ -142,18 +147,24 @@ def main() -> None:
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args()
     calibs, log = kernel_level()
-    if args.end_to_end:
-        from fit_end_to_end import fit_end_to_end  # type: ignore[import-not-found]
 
-        calibs, more = fit_end_to_end(calibs, Path(args.cases), Path(args.measured))
+    def write_all() -> None:
+        for name, calib in calibs.items():
+            extra = ["default: the A100 fit (the only generation with kernel data)"] if (
+                name == "default") else []
+            write_yaml(name, calib, log + extra, args.dry_run)
+
+    if args.end_to_end:
+        if not args.dry_run:
+            write_all()  # the end-to-end stage simulates the cases with the stage-1 values
+        files = [(Path(args.cases), Path(args.measured)),
+                 (ROOT / "tests" / "data" / "validation" / "extra_cases.csv",
+                  ROOT / "tests" / "data" / "validation" / "extra_measured.csv")]
+        calibs, more = _script("fit_end_to_end").fit_end_to_end(calibs, files)
         log += more
     for line in log:
         print(line)
-    for name, calib in calibs.items():
-        extra = ["default: the A100 fit (the only generation with kernel data)"] if (
-            name == "default") else []
-        write_yaml(name, calib, log + extra, args.dry_run)
-
+    write_all()
 
 if __name__ == "__main__":
     main()

@@ -1,61 +1,120 @@
-"""Stage 2 of scripts/fit_calibration.py: end-to-end fit over all public validation cases at once.
+"""Stage 2 of scripts/fit_calibration.py: end-to-end parameters, fitted once on published runs.
 
-Fits the one hardware-level parameter no microbenchmark in the references pins down,
-``sustained_compute_fraction`` (GEMM / attention throughput sustained in a long training step
-relative to the boost-clock microbenchmarks), by minimising the mean squared log error of
-predicted vs measured iteration time over ALL cases together (one value per accelerator
-generation; there is no per-case constant). Every case is evaluated at every grid point in one
-vectorized ``simulate_batch`` call (the grid is the batch axis), then the grid is refined around
-the best point.
+Fits, on ALL published runs together (shared/validation/public_cases.csv and
+tests/data/validation/extra_cases.csv with their measured files):
+
+* ``sustained_compute_fraction`` (GEMM / attention throughput sustained in a long training step
+  relative to the boost-clock microbenchmarks) on the reference stack's runs (Megatron-LM);
+* each fitted stack's ``kernel_efficiency`` (conf/stack/deepspeed.yaml: the Megatron-DeepSpeed
+  runs, MT-NLG and BLOOM) given that fraction and the deepspeed stack's
+  ``kernel_launch_floor_us``, fitted before it on vTrain's single-node runs
+  (scripts/fit_launch_floor.py) at that fraction x the stack's efficiency fitted without the
+  floor (one fixed-point pass);
+* the split-conformal 80% / 95% interval half-widths from the leave-one-group-out residuals
+  (every parameter above refitted without each publication; search/run/cross_validation.py).
+
+Minimises the mean squared log error of iteration time; there is no per-case constant. Every case
+is simulated once over a grid of compute fractions (the grid is the batch axis of
+``simulate_batch``). Only A100 runs exist, so the values are carried to the other generations
+(said in each file's header).
 """
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
-import numpy as np
-
-from search.commands.validate import build_case
+from search.run.cross_validation import (
+    FITTED_STACKS,
+    cross_validate,
+    curves,
+    fit,
+    print_report,
+    stack_of,
+)
 from simcore.specs.system import CalibrationSpec
 
 KEY = "sustained_compute_fraction"
+STACK_DIR = Path(__file__).resolve().parents[1] / "conf" / "stack"
 
 
-def _loss(cases: list[tuple], calib: CalibrationSpec, grid: np.ndarray) -> np.ndarray:
-    """Mean squared log error of every grid point (G,) over the cases."""
-    from simcore.api import simulate_batch
-
-    total = np.zeros(len(grid))
-    for model, plan, system, measured in cases:
-        systems = [replace(system, calibration=replace(calib, **{KEY: float(g)})) for g in grid]
-        pred = simulate_batch(model, plan, systems).iteration_time_s
-        total += np.log(pred / measured) ** 2
-    return total / len(cases)
+def _read(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
-def fit_end_to_end(calibs: dict[str, CalibrationSpec], cases_csv: Path, measured_csv: Path
+def _short(path: Path) -> str:
+    """``path`` from the repo root, or from ``shared/`` for the shared data."""
+    parts = path.resolve().parts
+    if "shared" in parts:
+        return "/".join(parts[parts.index("shared"):])
+    return str(path.resolve().relative_to(STACK_DIR.parents[1]))
+
+
+def _set_stack_key(name: str, key: str, value: str) -> None:
+    path = STACK_DIR / f"{name}.yaml"
+    lines = [ln for ln in path.read_text().splitlines() if not ln.startswith(f"{key}:")]
+    path.write_text("\n".join([*lines, f"{key}: {value}"]) + "\n")
+
+
+def _write_stack(name: str, efficiency: float, note: str) -> None:
+    _set_stack_key(name, "kernel_efficiency", f"{efficiency:.4f}")
+    _set_stack_key(name, "fitted", f'"{note}"')
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fit_end_to_end(calibs: dict[str, CalibrationSpec], case_files: list[tuple[Path, Path]]
                    ) -> tuple[dict[str, CalibrationSpec], list[str]]:
-    """Fit on the A100 cases; carry the values to the other generations (no data for them)."""
-    with measured_csv.open(newline="") as fh:
-        measured = {r["case_id"]: float(r["iter_time_s"]) for r in csv.DictReader(fh)}
-    with cases_csv.open(newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["case_id"] in measured]
-    cases = []
-    for row in rows:
-        model, plan, system = build_case(row, "auto")
-        cases.append((model, plan, system, measured[row["case_id"]]))
-    base = calibs["a100"]
-    lo, hi = 0.5, 1.0
-    for _ in range(2):
-        grid = np.linspace(lo, hi, 21)
-        loss = _loss(cases, base, grid)
-        best = float(grid[int(np.argmin(loss))])
-        step = (hi - lo) / 20
-        lo, hi = max(0.3, best - 2 * step), min(1.0, best + 2 * step)
-    rmsle = float(np.sqrt(loss.min()))
-    out = {name: replace(c, **{KEY: round(best, 4)}) for name, c in calibs.items()}
-    log = [f"end to end over {len(cases)} public A100 cases (Megatron's unfused attention): "
-           f"{KEY}={best:.4f}; rms log error {rmsle:.3f}; carried to H100/H800 (no data)"]
+    """Fit on the A100 runs; carry the values to the other generations (no runs for them)."""
+    rows: list[dict[str, str]] = []
+    measured: dict[str, float] = {}
+    for cases, meas in case_files:
+        got = {r["case_id"]: float(r["iter_time_s"]) for r in _read(meas)}
+        rows += [r for r in _read(cases) if r["case_id"] in got]
+        measured.update(got)
+    defaults = {KEY: calibs["a100"].sustained_compute_fraction}
+    cur = curves(rows, "auto")
+    # the Megatron-LM fraction does not depend on the DeepSpeed floor: fit it, fit the floor at
+    # it (x the stack's current efficiency), then re-simulate the DeepSpeed runs with the floor
+    first = fit(rows, cur, measured, defaults)
+    eff = first.get("stack:deepspeed", 1.0)
+    floor_us, fstats = _script("fit_launch_floor").fit_launch_floor(
+        "deepspeed", fraction=min(1.0, first[KEY] * eff))
+    _set_stack_key("deepspeed", "kernel_launch_floor_us", f"{floor_us:g}")
+    cur.update(curves([r for r in rows if stack_of(r) == "deepspeed"], "auto"))
+    cv = cross_validate(rows, cur, measured, defaults)
+    print_report(cv, measured)
+    s = cv.summary()
+    best = round(cv.params_all[KEY], 4)
+    q80, q95 = (round(cv.halfwidths[lv], 4) for lv in (0.8, 0.95))
+    out = {name: replace(c, **{KEY: best, "interval80_log_halfwidth": q80,
+                               "interval95_log_halfwidth": q95}) for name, c in calibs.items()}
+    sources = ", ".join(_short(c) for c, _ in case_files)
+    log = [f"end to end over {s['n']} published A100 runs ({sources}): {KEY}={best:.4f} on the "
+           f"Megatron-LM runs; in-sample MAPE {s['mape_in_sample']:.2f}%, leave-one-group-out "
+           f"MAPE {s['mape_logo']:.2f}% (bias {s['bias_logo']:+.2f}%); carried to other GPUs",
+           f"conformal log half-widths from the LOGO residuals: 80% {q80}, 95% {q95} (coverage "
+           f"{100 * cv.coverage[0.8]:.0f}% / {100 * cv.coverage[0.95]:.0f}%)"]
+    log.append(f"stack deepspeed: kernel_launch_floor_us={floor_us:g} on vTrain's single-node "
+               f"Megatron-DeepSpeed runs ({int(fstats['n'])} rows): MAPE {fstats['mape']:.1f}% "
+               f"(bias {fstats['bias']:+.1f}%), without a floor {fstats['mape_no_floor']:.1f}% "
+               f"({fstats['bias_no_floor']:+.1f}%)")
+    for name in FITTED_STACKS:
+        key = f"stack:{name}"
+        if key in cv.params_all:
+            eff = cv.params_all[key]
+            note = (f"scripts/fit_end_to_end.py on the {name} runs of {sources} given "
+                    f"{KEY}={best:.4f}")
+            _write_stack(name, eff, note)
+            log.append(f"stack {name}: kernel_efficiency={eff:.4f}")
     return out, log

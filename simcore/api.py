@@ -23,6 +23,7 @@ from simcore.engine.evaluate import CompiledWorkload, compile_workload, evaluate
 from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
 from simcore.fidelity import get_fidelity
+from simcore.fidelity.intervals import interval_columns
 from simcore.hardware.batch import SystemBatch
 from simcore.memory.capacity import check_capacity, check_stage_pools
 from simcore.memory.offload import apply_memory_tier
@@ -31,7 +32,8 @@ from simcore.specs.system import SystemSpec
 from simcore.workloads import family_of
 from simcore.workloads.layout import RankLayout
 
-__all__ = ["check_structure", "compiled_workload", "evaluated_durations", "simulate_batch",
+__all__ = ["check_structure", "compiled_workload", "evaluated_durations", "interval_columns",
+           "simulate_batch",
            "structure_key"]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from search.config.build import build_specs
 from search.config.compose import compose
-from simcore.api import check_structure, simulate_batch
+from simcore.api import check_structure, interval_columns, simulate_batch
 from simcore.formats import chrome_trace
 
 
@@ -31,6 +31,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def _format(row: dict[str, Any], header: str) -> str:
     t = float(row["iteration_time_s"])
     lines = [header, f"  iteration time      {t:10.4f} s"]
+    for tag in ("80", "95"):
+        lo, hi = row.get(f"iter_time_lo{tag}_s", t), row.get(f"iter_time_hi{tag}_s", t)
+        if lo == lo and hi == hi:  # not NaN: the calibration carries an interval
+            lines.append(f"    {tag}% interval      {lo:10.4f} - {hi:.4f} s")
     lines.append(f"  compute             {row['compute_s']:10.4f} s")
     lines.append(f"  exposed comm        {row['exposed_comm_s']:10.4f} s")
     for kind in ("tp", "dp", "pp", "cp", "ep"):
@@ -54,6 +58,10 @@ def main(argv: list[str]) -> int:
     fidelity = str(cfg.get("fidelity", "calibrated"))
     result = simulate_batch(model, parallel, [system], fidelity)
     row = result.rows()[0]
+    calib = system.calibration
+    row.update(interval_columns(float(row["iteration_time_s"]),
+                                {0.8: calib.interval80_log_halfwidth,
+                                 0.95: calib.interval95_log_halfwidth}))
     par, reason = check_structure(model, parallel, system)
     if args.trace and par is not None:
         Path(args.trace).write_text(json.dumps(chrome_trace(model, parallel, system, fidelity)))

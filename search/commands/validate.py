@@ -9,6 +9,12 @@ is given (``--measured``, default: the cases file's sibling ``*_measured.csv``) 
 error per case, the mean absolute percentage error (MAPE) of iteration time, Spearman rank
 correlation per (model, cluster) group, and the predicted vs measured ratio of case pairs that
 differ only in recompute / sequence parallelism. The measured file is read only for reporting.
+
+Several cases files may be given (each with its sibling measured file). An optional ``stack``
+column names the software stack (``conf/stack``, default ``megatron_lm``). ``--logo`` adds the
+out-of-sample report of :mod:`search.run.cross_validation` (every end-to-end parameter refitted
+leave-one-group-out, per-regime MAPE and signed bias, conformal interval coverage);
+``--intervals`` adds the 80% / 95% prediction-interval columns to ``--out``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ __all__ = ["ATTENTION_IMPLS", "FLASH_ERA_GPUS", "OUT_COLUMNS", "attention_impl",
 
 OUT_COLUMNS = ("case_id", "iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib",
                "fits_memory", "status", "error")
+#: prediction-interval columns (``simcore/fidelity/intervals.py``); empty when not calibrated
+INTERVAL_COLUMNS = ("iter_time_lo80_s", "iter_time_hi80_s", "iter_time_lo95_s",
+                    "iter_time_hi95_s")
 
 
 def predict(row: dict[str, str], attention: str = "auto") -> dict[str, Any]:
@@ -123,28 +132,82 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def _measured_for(path: Path, explicit: Path | None) -> dict[str, float]:
+    measured_path = explicit or path.with_name(path.name.replace("cases", "measured"))
+    if not measured_path.exists() or measured_path == path:
+        return {}
+    return {r["case_id"]: float(r["iter_time_s"]) for r in _read_csv(measured_path)
+            if (r.get("iter_time_s") or "").strip()}
+
+
+def _with_intervals(pred: dict[str, Any], row: dict[str, str], attention: str) -> dict[str, Any]:
+    """The prediction row plus its 80% / 95% interval columns (the calibration's conformal
+    half-widths, ``simcore/fidelity/intervals.py``)."""
+    from simcore.api import interval_columns
+
+    out = {**pred, **{c: "" for c in INTERVAL_COLUMNS}}
+    if not pred.get("iter_time_s"):
+        return out
+    try:
+        calib = build_case(row, attention)[2].calibration
+    except (InputError, ValueError, TypeError, KeyError):
+        return out
+    cols = interval_columns(float(pred["iter_time_s"]),
+                            {0.8: calib.interval80_log_halfwidth,
+                             0.95: calib.interval95_log_halfwidth})
+    out.update({k: "" if math.isnan(v) else f"{v:.6g}" for k, v in cols.items()})
+    return out
+
+
 def main(argv: list[str]) -> int:
     """Entry point of ``simsweep validate``."""
     parser = argparse.ArgumentParser(prog="simsweep validate", description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", required=True, type=Path)
+    parser.add_argument("--cases", required=True, type=Path, nargs="+",
+                        help="one or more cases files (CASES.md schema)")
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--measured", type=Path, default=None)
+    parser.add_argument("--measured", type=Path, default=None,
+                        help="measured file (one cases file only; default: the sibling "
+                             "*_measured.csv of each cases file)")
     parser.add_argument("--attention", choices=["auto", *sorted(ATTENTION_IMPLS)], default="auto",
                         help="attention implementation of the runs (auto: flash on H100-era "
                              "GPUs, GQA or fp8; else Megatron-LM's unfused core of 2021-22)")
+    parser.add_argument("--intervals", action="store_true",
+                        help="add 80%% / 95%% prediction-interval columns to --out (beyond the "
+                             "CASES.md schema)")
+    parser.add_argument("--logo", action="store_true",
+                        help="also refit the end-to-end parameters leave-one-group-out and "
+                             "report out-of-sample errors, per-regime bias and interval coverage")
     args = parser.parse_args(argv)
-    cases = _read_csv(args.cases)
+    cases: list[dict[str, str]] = []
+    measured: dict[str, float] = {}
+    for path in args.cases:
+        cases += _read_csv(path)
+        measured.update(_measured_for(path, args.measured if len(args.cases) == 1 else None))
     preds = [predict(row, args.attention) for row in cases]
+    columns: tuple[str, ...] = OUT_COLUMNS
+    if args.intervals:
+        preds = [_with_intervals(p, row, args.attention) for p, row in zip(preds, cases,
+                                                                            strict=True)]
+        columns = OUT_COLUMNS + INTERVAL_COLUMNS
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=OUT_COLUMNS)
+        writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         writer.writerows(preds)
-    measured_path = args.measured or args.cases.with_name(
-        args.cases.name.replace("cases", "measured"))
-    if measured_path.exists() and measured_path != args.cases:
-        measured = {r["case_id"]: float(r["iter_time_s"]) for r in _read_csv(measured_path)
-                    if (r.get("iter_time_s") or "").strip()}
+    if measured:
         report(cases, preds, measured)
+    if args.logo and measured:
+        from search.run.cross_validation import cross_validate, curves, print_report
+
+        defaults = {"sustained_compute_fraction": _reference_fraction(cases)}
+        cv = cross_validate(cases, curves(cases, args.attention), measured, defaults)
+        print_report(cv, measured)
     print(f"wrote {len(preds)} predictions to {args.out}")
     return 0
+
+
+def _reference_fraction(cases: list[dict[str, str]]) -> float:
+    """The checked-in sustained_compute_fraction of the first case's accelerator (the LOGO
+    fallback when a fold has no reference-stack run)."""
+    system = cluster_for((cases[0].get("gpu") or "").strip())
+    return float(system.get("calibration", {}).get("sustained_compute_fraction", 1.0))

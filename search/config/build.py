@@ -85,7 +85,8 @@ def build_parallel(cfg: DictConfig) -> ParallelSpec:
 def build_system(cfg: DictConfig) -> SystemSpec:
     """``cfg.system`` -> :class:`SystemSpec`; the ``collective`` and ``memory`` groups, when
     composed, fill ``SystemSpec.collective`` / ``SystemSpec.memory`` (keys set under
-    ``system.collective`` / ``system.memory`` win, as a sweep's hardware axes do)."""
+    ``system.collective`` / ``system.memory`` win, as a sweep's hardware axes do); the
+    ``stack`` group, when composed, scales the calibration (:mod:`simcore.specs.stack`)."""
     data = _section(cfg, "system")
     for group in ("collective", "memory"):
         if cfg.get(group) is not None:
@@ -93,7 +94,12 @@ def build_system(cfg: DictConfig) -> SystemSpec:
             data[group] = {**_section(cfg, group), **(inner if isinstance(inner, dict) else {})}
     if isinstance(data.get("pools"), list):
         data["pools"] = [_pool_presets(pool, i) for i, pool in enumerate(data["pools"])]
-    return system_from_dict(data)
+    system = system_from_dict(data)
+    if cfg.get("stack") is not None:  # software stack (conf/stack): scales the calibration
+        from simcore.specs.stack import apply_stack, stack_from_dict
+
+        system = apply_stack(system, stack_from_dict(_section(cfg, "stack")))
+    return system
 
 
 def _pool_presets(pool: Any, index: int) -> Any:

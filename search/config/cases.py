@@ -75,7 +75,8 @@ def cluster_for(gpu: str) -> dict[str, Any]:
 ATTENTION_IMPLS = {"flash": True, "unfused": False}
 #: accelerators whose published training stacks all run a fused (flash) attention core
 #: (FlashAttention / cuDNN fused attention appeared in 2022-23, with the H100 generation)
-FLASH_ERA_GPUS = frozenset({"h100_80g", "h800_80g", "h200_141g", "b200", "mi300x"})
+FLASH_ERA_GPUS = frozenset({"h100_80g", "h800_80g", "h200_141g", "b200", "gb200", "gb300",
+                            "mi300x"})
 
 
 def attention_impl(row: dict[str, str], attention: str) -> str:
@@ -85,7 +86,7 @@ def attention_impl(row: dict[str, str], attention: str) -> str:
     impl = (row.get("attention") or "").strip() or attention
     if impl == "auto":
         heads, kv = _field(row, "num_heads"), (row.get("num_kv_heads") or "").strip()
-        modern = (_field(row, "gpu") in FLASH_ERA_GPUS or _field(row, "precision") == "fp8"
+        modern = (_field(row, "gpu") in FLASH_ERA_GPUS or _field(row, "precision") in ("fp8", "fp4")
                   or (kv != "" and int(kv) < heads))
         impl = "flash" if modern else "unfused"
     if impl not in ATTENTION_IMPLS:
@@ -93,11 +94,22 @@ def attention_impl(row: dict[str, str], attention: str) -> str:
     return impl
 
 
+def stack_section(row: dict[str, str]) -> dict[str, Any]:
+    """The ``stack`` config section of a case: its optional ``stack`` column
+    (``conf/stack/<name>.yaml``), default ``megatron_lm``."""
+    name = (row.get("stack") or "").strip() or "megatron_lm"
+    known = sorted(p.stem for p in (default_config_dir() / "stack").glob("*.yaml"))
+    if name not in known:
+        raise InputError("stack", name, f"must be one of {', '.join(known)}")
+    return _load_yaml(default_config_dir() / "stack" / f"{name}.yaml")
+
+
 def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any]:
     """The ``workload``, ``parallel`` and ``system`` config sections of one case row.
 
     ``attention`` (``auto`` / ``unfused`` / ``flash``) is the attention implementation of the
-    software stack (see :func:`attention_impl`).
+    software stack (see :func:`attention_impl`); the row's ``stack`` column (default
+    ``megatron_lm``) scales the calibration (:func:`simcore.specs.stack.apply_stack`).
     """
     system = cluster_for(_field(row, "gpu"))
     system.update(num_gpus=_field(row, "num_gpus"), gpus_per_node=_field(row, "gpus_per_node"))
@@ -112,7 +124,8 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
                 if (row.get(k) or "").strip()}  # uneven pipeline split override (optional)
     parallel = {**{k: _field(row, k) for k in PLAN_KEYS}, **optional,
                 "flash_attention": ATTENTION_IMPLS[impl]}
-    return {"workload": workload, "parallel": parallel, "system": system}
+    return {"workload": workload, "parallel": parallel, "system": system,
+            "stack": stack_section(row)}
 
 
 def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, Any]:

@@ -117,6 +117,12 @@ def design_metrics(
         "memory_headroom_gib": capacity_gib - peak_gib,
         "hbm_capacity_gib": capacity_gib,
     }
+    for tag, key in (("80", "interval80_log_halfwidth"), ("95", "interval95_log_halfwidth")):
+        # prediction interval (simcore/fidelity/intervals.py); NaN when not calibrated
+        q = np.array([getattr(s.calibration, key) for s in systems], dtype=np.float64)
+        known = q > 0.0
+        columns[f"iter_time_lo{tag}_s"] = np.where(known, time_s * np.exp(-q), np.nan)
+        columns[f"iter_time_hi{tag}_s"] = np.where(known, time_s * np.exp(q), np.nan)
     out = []
     for j, row in enumerate(rows):
         merged = dict(row)

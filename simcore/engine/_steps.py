@@ -12,7 +12,7 @@ gather + ``maximum.reduceat`` (max is exact), so the results are bit-identical.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,8 +22,7 @@ IntArray = NDArray[np.int64]
 _MAX_PAD = 1.5  # pad a level to uniform predecessor counts only if it adds at most 50% rows
 
 
-@dataclass(frozen=True, eq=False)
-class Step:
+class Step(NamedTuple):
     """One level: chains ``lo:hi`` (level order) wait for ``pred_chains``/``pred_segs``.
 
     ``k`` > 0: the predecessors are ``k`` blocks of ``hi - lo`` rows (uniform layout);

@@ -11,7 +11,9 @@ batch of one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sps
@@ -19,9 +21,18 @@ from numpy.typing import NDArray
 
 from simcore.engine.breakdown import exposed_by_kind
 from simcore.engine.result import COMM_KINDS
-from simcore.engine.schedule import ChainTimes, SchedulePlan, compile_plan, run_chains
+from simcore.engine.schedule import (
+    ChainTimes,
+    NodeLevel,
+    SchedulePlan,
+    compile_plan,
+    plan_from_chains,
+    run_chains,
+)
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
+from simcore.ir.graph import Graph
 from simcore.ir.ops import COMPUTE, OpTable
+from simcore.ir.runs import CondensedGraph
 from simcore.ir.streams import CommKind, StreamKind
 from simcore.network.collectives.calibrated_algorithms import algorithm_collective_time_s
 from simcore.network.collectives.nccl import p2p_time_s
@@ -57,6 +68,16 @@ class CompiledWorkload:
         """Kernels and templates of the workload."""
         return self.workload.ops
 
+    @cached_property
+    def distinct_segments(self) -> tuple[sps.csr_matrix, IntArray, IntArray]:
+        """(R, U) distinct rows of ``seg_counts`` per stage (a training iteration repeats a
+        few segment shapes thousands of times), (R,) their stage, (S,) the row of each
+        segment: segment durations are computed once per distinct row and gathered."""
+        dense = np.column_stack([self.seg_stage.astype(np.float64), self.seg_counts.toarray()])
+        rows, inverse = np.unique(dense, axis=0, return_inverse=True)
+        return (sps.csr_matrix(rows[:, 1:]), rows[:, 0].astype(np.int64),
+                inverse.reshape(-1).astype(np.int64))
+
 
 def compile_workload(workload: Workload) -> CompiledWorkload:
     """Compile the schedule plan and the per-stage index sets of ``workload``.
@@ -65,6 +86,9 @@ def compile_workload(workload: Workload) -> CompiledWorkload:
     compute stream, its other streams (communication of a kind), and the pipeline links it
     sends or receives on.
     """
+    condensed = getattr(workload, "condensed", None)
+    if condensed is not None and condensed.graph is workload.graph:
+        return _compile_condensed(workload, condensed.chains, _NodeLevelOf(workload.graph))
     graph = workload.graph
     plan = compile_plan(graph)
     tmpl = graph.attr("template").astype(np.int64)
@@ -94,24 +118,73 @@ def compile_workload(workload: Workload) -> CompiledWorkload:
     np.add.at(overlap_counts, (node_stage[off], tmpl[off]), 1.0)
     if not workload.dp_overlap:
         overlap_counts[:, kind_of_t == CommKind.DP] = 0.0
-    compute_chains = []
-    comm_chains = []
-    ckind, cstage, cpeer = skind[res_first], sstage[res_first], speer[res_first]
-    own = (ckind != StreamKind.COMPUTE) & (ckind != StreamKind.LINK) & (ckind != StreamKind.OTHER)
-    link = ckind == StreamKind.LINK
-    for s in range(p):
-        compute_chains.append(np.flatnonzero((ckind == StreamKind.COMPUTE) & (cstage == s)))
-        kinds: dict[str, list[int]] = {}
-        mine = (own & (cstage == s)) | (link & ((cstage == s) | (cpeer == s)))
-        for c in np.flatnonzero(mine).tolist():
-            if link[c]:
-                kinds.setdefault(COMM_KINDS[CommKind.PP], []).append(c)
-            else:
-                kinds.setdefault(COMM_KINDS[int(chain_kind[c])], []).append(c)
-        comm_chains.append({k: np.asarray(v, dtype=np.int64) for k, v in kinds.items()})
+    compute_chains, comm_chains = _stage_chains(p, skind[res_first], sstage[res_first],
+                                                speer[res_first], chain_kind)
     seg_stage = graph.attr("stage").astype(np.int64)[plan.order[plan.seg_ptr[:-1]]]
     return CompiledWorkload(workload=workload, plan=plan, seg_counts=seg_counts,
                             seg_stage=seg_stage, overlap_counts=overlap_counts,
+                            stage_counts=stage_counts, compute_chains=tuple(compute_chains),
+                            comm_chains=tuple(comm_chains), template_kind=kind_of_t)
+
+
+@dataclass(frozen=True)
+class _NodeLevelOf:
+    """The node level of ``graph``'s plan, built on call (picklable, unlike a closure)."""
+
+    graph: Graph
+
+    def __call__(self) -> NodeLevel:
+        return compile_plan(self.graph).node_level()
+
+
+def _stage_chains(p: int, skind: IntArray, sstage: IntArray, speer: IntArray,
+                  chain_kind: IntArray) -> tuple[list[IntArray], list[dict[str, IntArray]]]:
+    """Per stage: chains on its compute stream; kind -> chains on its other streams (links:
+    sent or received), in chain order. ``skind``/``sstage``/``speer``: of each chain's stream."""
+    compute_chains = []
+    comm_chains = []
+    own = (skind != StreamKind.COMPUTE) & (skind != StreamKind.LINK) & (skind != StreamKind.OTHER)
+    link = skind == StreamKind.LINK
+    code = np.where(link, int(CommKind.PP), chain_kind)
+    comp = skind == StreamKind.COMPUTE
+    for s in range(p):
+        compute_chains.append(np.flatnonzero(comp & (sstage == s)))
+        mine = np.flatnonzero((own & (sstage == s)) | (link & ((sstage == s) | (speer == s))))
+        codes = code[mine]
+        present, first = np.unique(codes, return_index=True)
+        comm_chains.append({COMM_KINDS[int(k)]: mine[codes == k]
+                            for k in present[np.argsort(first)].tolist()})
+    return compute_chains, comm_chains
+
+
+def _compile_condensed(workload: Workload, cg: CondensedGraph,
+                       node_level: Callable[[], NodeLevel]) -> CompiledWorkload:
+    """:func:`compile_workload` from a graph built condensed (:mod:`simcore.ir.runs`): the same
+    arrays, numbered the same way, without a node-level pass (built on first use)."""
+    plan = plan_from_chains(cg.pred_ptr, cg.pred_seg, cg.seg_chain, cg.chain_seg_ptr, node_level)
+    u = len(workload.ops.templates)
+    kind_of_t = np.asarray(workload.ops.template_kind, dtype=np.int64)
+    p = workload.num_stages
+    skind = np.array([int(st.kind) for st in cg.streams], dtype=np.int64)
+    sstage = np.array([st.stage for st in cg.streams], dtype=np.int64)
+    speer = np.array([st.peer for st in cg.streams], dtype=np.int64)
+    stage_counts = np.zeros((p, u))
+    for r in np.flatnonzero(skind == StreamKind.COMPUTE).tolist():
+        stage_counts[sstage[r]] += cg.resource_counts[r, :u]
+    overlap_counts = np.zeros((p, u))
+    rows = min(p, cg.stage_other_counts.shape[0])
+    overlap_counts[:rows] = cg.stage_other_counts[:rows, :u]
+    if not workload.dp_overlap:
+        overlap_counts[:, kind_of_t == CommKind.DP] = 0.0
+    seg_counts = cg.seg_counts
+    if seg_counts.shape[1] != u:
+        seg_counts = sps.csr_matrix((seg_counts.data, seg_counts.indices, seg_counts.indptr),
+                                    shape=(seg_counts.shape[0], u))
+    cs = cg.chain_stream
+    compute_chains, comm_chains = _stage_chains(p, skind[cs], sstage[cs], speer[cs],
+                                                kind_of_t[cg.chain_first_template])
+    return CompiledWorkload(workload=workload, plan=plan, seg_counts=seg_counts,
+                            seg_stage=cg.seg_stage, overlap_counts=overlap_counts,
                             stage_counts=stage_counts, compute_chains=tuple(compute_chains),
                             comm_chains=tuple(comm_chains), template_kind=kind_of_t)
 
@@ -152,6 +225,7 @@ class StageBreakdown:
     bubble_s: FloatArray
 
 
+_DISTINCT_MIN_B = 32  # batches from this size find the distinct segment rows (once per structure)
 _TILE_BYTES = 8 * 2**20  # working set per batch tile: stays in reused heap, not fresh pages
 
 
@@ -221,16 +295,23 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
                    ) -> StageBreakdown:
     is_comp = cw.template_kind == COMPUTE
     busy, scale = compute_scale(cw, tdur, slowdown)
-    seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
-    seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
-    times = run_chains(cw.plan, seg_comp * scale[cw.seg_stage] + seg_other)
+    if tdur.shape[1] >= _DISTINCT_MIN_B:  # the same sums, once per distinct segment row
+        rows, row_stage, row_of = cw.distinct_segments
+        seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
+        seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
+        seg_dur = (seg_comp * scale[row_stage] + seg_other).take(row_of, axis=0)
+    else:
+        seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
+        seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
+        seg_dur = seg_comp * scale[cw.seg_stage] + seg_other
+    times = run_chains(cw.plan, seg_dur)
     return _breakdown(cw, tdur, times, busy * scale)
 
 
 def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes, busy: FloatArray
                ) -> StageBreakdown:
     """Breakdown on the stage with the most compute (ties: the first), per design point."""
-    total = times.makespan
+    total = cw.plan.makespan(times)
     b = total.shape[0]
     pick = np.argmax(busy, axis=0)
     cols_all = np.arange(b)

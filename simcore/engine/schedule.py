@@ -24,28 +24,29 @@ is a batch of one.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from simcore.engine._chains import chains as _chains
 from simcore.engine._chains import predecessors as _predecessors
-from simcore.engine._steps import Step, compile_steps
+from simcore.engine._steps import _MAX_PAD, Step
 from simcore.errors import InputError
-from simcore.ir.dag import find_cycle, levelize
+from simcore.ir.dag import depths, find_cycle, levelize
 from simcore.ir.graph import Graph
 
-__all__ = ["ChainTimes", "SchedulePlan", "ScheduleResult", "compile_plan", "run_chains",
-           "run_schedule"]
+__all__ = ["ChainTimes", "NodeLevel", "SchedulePlan", "ScheduleResult", "compile_plan",
+           "plan_from_chains", "run_chains", "run_schedule"]
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 
 
-@dataclass(frozen=True, eq=False)
-class _Level:
+class _Level(NamedTuple):
     chains: IntArray  # (k,) chains at this depth
     pred_segs: IntArray  # (e,) segments (in other chains) those chains wait for
     seg: IntArray  # (k,) offsets of each chain's predecessors within ``pred_segs``
@@ -53,15 +54,26 @@ class _Level:
     single: bool  # every chain of the level waits for exactly one segment
 
 
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, eq=False)
+class NodeLevel:
+    """Node-level part of a plan: the graph and where its nodes sit in chains and segments."""
+
+    graph: Graph
+    order: IntArray  # (N,) nodes sorted by chain, then position in the chain
+    chain_of: IntArray  # (N,) chain of every node
+    seg_ptr: IntArray  # (S+1,) segment boundaries into ``order``
+
+
 @dataclass(frozen=True, eq=False)
 class SchedulePlan:
     """A graph compiled for scheduling: chains, segments and topological levels of chains.
 
     Attributes:
-        graph: the source graph.
-        order: (N,) nodes sorted by chain, then position in the chain.
-        chain_of: (N,) chain index of every node.
-        seg_ptr: (S+1,) segment boundaries into ``order``.
+        nodes: the node-level part (:class:`NodeLevel`: graph, ``order``, ``chain_of``,
+            ``seg_ptr``, also as properties), or a function building it on first use.
         seg_chain: (S,) chain of each segment.
         chain_seg_ptr: (C+1,) first segment of each chain.
         levels: chains grouped by depth in the condensed DAG.
@@ -69,10 +81,7 @@ class SchedulePlan:
         level_pos: (C,) position of every chain in level order.
     """
 
-    graph: Graph
-    order: IntArray
-    chain_of: IntArray
-    seg_ptr: IntArray
+    nodes: NodeLevel | Callable[[], NodeLevel]
     seg_chain: IntArray
     chain_seg_ptr: IntArray
     levels: tuple[_Level, ...]
@@ -80,6 +89,37 @@ class SchedulePlan:
     level_pos: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _work: dict[tuple[int, int], tuple[FloatArray, list[tuple[Any, ...]]]] = field(
         default_factory=dict, repr=False)
+
+    def node_level(self) -> NodeLevel:
+        """The node-level part (built on first use for a plan compiled from a condensed graph)."""
+        nodes = self.nodes
+        if not isinstance(nodes, NodeLevel):
+            with _LOCK:
+                nodes = self.nodes
+                if not isinstance(nodes, NodeLevel):
+                    nodes = nodes()
+                    object.__setattr__(self, "nodes", nodes)
+        return nodes
+
+    @property
+    def graph(self) -> Graph:
+        """The source graph."""
+        return self.node_level().graph
+
+    @property
+    def order(self) -> IntArray:
+        """(N,) nodes sorted by chain, then position in the chain."""
+        return self.node_level().order
+
+    @property
+    def chain_of(self) -> IntArray:
+        """(N,) chain index of every node."""
+        return self.node_level().chain_of
+
+    @property
+    def seg_ptr(self) -> IntArray:
+        """(S+1,) segment boundaries into ``order``."""
+        return self.node_level().seg_ptr
 
     def workspace(self, b: int) -> tuple[FloatArray, list[tuple[Any, ...]]]:
         """Reused (C, B) start buffer (rows in level order) and the per-level operations on
@@ -104,6 +144,24 @@ class SchedulePlan:
                 self._work.clear()
             self._work[key] = work
         return work
+
+    @cached_property
+    def end_chains(self) -> IntArray:
+        """Chains whose last segment no other chain waits for: the latest finish is among
+        them (a waited-for chain ends before its waiter starts)."""
+        waited = np.zeros(self.num_segments, dtype=bool)
+        for st in self.steps:
+            waited[st.pred_segs] = True
+        return np.flatnonzero(~waited[self.chain_seg_ptr[1:] - 1]).astype(np.int64)
+
+    def makespan(self, times: ChainTimes) -> FloatArray:
+        """(B,) :attr:`ChainTimes.makespan` of ``times`` read from :attr:`end_chains` only."""
+        ends = self.end_chains
+        if ends.size == 0:
+            return times.makespan
+        finish = times.chain_start.take(ends, axis=0)
+        finish += times.chain_dur.take(ends, axis=0)
+        return np.asarray(finish.max(axis=0))
 
     @property
     def num_levels(self) -> int:
@@ -212,25 +270,124 @@ def compile_plan(graph: Graph) -> SchedulePlan:
     np.cumsum(counts, out=cptr[1:])
     gather = np.repeat(head_preds_ptr - cptr[:-1], counts) + np.arange(cptr[-1], dtype=np.int64)
     pred_nodes = idx[gather]
-    levels_raw = levelize(cptr, chain_of[pred_nodes], c)
-    if levels_raw is None:
+    compiled = compile_levels(cptr, seg_of[pred_nodes], seg_chain, c)
+    if compiled is None:
         _raise_cycle(graph, ptr, idx)
         raise AssertionError("unreachable")
+    levels, steps, level_pos = compiled
+    return SchedulePlan(nodes=NodeLevel(graph, order, chain_of, seg_ptr),
+                        seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr, levels=tuple(levels),
+                        steps=steps, level_pos=level_pos)
+
+
+def compile_levels(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int
+                   ) -> tuple[list[_Level], tuple[Step, ...], IntArray] | None:
+    """Levels of the condensed DAG and their compiled steps (:func:`compile_steps`), with a
+    constant number of numpy calls for all levels together (plus slicing per level); equal to
+    :func:`levels_by_peel` followed by :func:`compile_steps`. None if the DAG has a cycle.
+
+    Args:
+        cptr: (C+1,) offsets: chain ``i`` waits for segments ``pred_seg[cptr[i]:cptr[i+1]]``.
+        pred_seg: predecessor segments (per chain by ascending predecessor node).
+        seg_chain: (S,) chain of every segment.
+        c: chains C.
+    """
+    i64 = np.int64
+    pred_chain = seg_chain[pred_seg] if pred_seg.size else pred_seg
+    depth = depths(cptr, pred_chain, c)
+    if depth is None:
+        return None
+    if c == 0:
+        return [], (), np.zeros(0, dtype=i64)
+    perm = np.argsort(depth, kind="stable").astype(i64)  # level order, chains ascending
+    pos = np.empty(c, dtype=i64)
+    pos[perm] = np.arange(c, dtype=i64)
+    sizes = np.bincount(depth)
+    lo = np.zeros(sizes.size + 1, dtype=i64)
+    np.cumsum(sizes, out=lo[1:])
+    kp = (cptr[1:] - cptr[:-1])[perm]
+    gptr = np.zeros(c + 1, dtype=i64)
+    np.cumsum(kp, out=gptr[1:])
+    gather = np.repeat(cptr[perm] - gptr[:-1], kp) + np.arange(gptr[-1], dtype=i64)
+    p_all = pred_seg[gather]
+    pc_all = pred_chain[gather]
+    ppos_all = pos[pc_all]
+    nl = sizes.size
+    n_l = gptr[lo[1:]] - gptr[lo[:-1]]  # predecessors per level
+    k_l = np.maximum.reduceat(kp, lo[:-1])
+    uniform = (n_l > 0) & (sizes * k_l <= _MAX_PAD * n_l)
+    # uniform levels: block j of chain i = its j-th predecessor (or its first one)
+    ul = np.flatnonzero(uniform)
+    ku = k_l[ul]
+    lp = np.repeat(ul, ku)
+    jp = np.arange(lp.size, dtype=i64) - np.repeat(np.cumsum(ku) - ku, ku)
+    mp = sizes[lp]
+    le = np.repeat(lp, mp)
+    je = np.repeat(jp, mp)
+    q = lo[le] + np.arange(le.size, dtype=i64) - np.repeat(np.cumsum(mp) - mp, mp)
+    rows = gptr[q] + np.minimum(je, kp[q] - 1)
+    u_segs, u_chains = p_all[rows], ppos_all[rows]
+    u_off = np.zeros(nl + 1, dtype=i64)
+    u_off[ul + 1] = ku * sizes[ul]
+    np.cumsum(u_off, out=u_off)
+    levels, steps = [], []
+    lo_l, k_list, unif = lo.tolist(), k_l.tolist(), uniform.tolist()
+    g_l, uo = gptr[lo].tolist(), u_off.tolist()
+    for lv in range(nl):
+        a, b = lo_l[lv], lo_l[lv + 1]
+        ga, gb = g_l[lv], g_l[lv + 1]
+        segs = p_all[ga:gb]
+        seg = gptr[a:b] - ga
+        levels.append(_Level(chains=perm[a:b], pred_segs=segs, seg=seg,
+                             pred_chains=pc_all[ga:gb], single=gb - ga == b - a))
+        if gb == ga:
+            steps.append(Step(a, b, -1, segs, segs, seg))
+        elif unif[lv]:
+            steps.append(Step(a, b, k_list[lv], u_chains[uo[lv]:uo[lv + 1]],
+                              u_segs[uo[lv]:uo[lv + 1]], seg))
+        else:
+            steps.append(Step(a, b, 0, ppos_all[ga:gb], segs, seg))
+    return levels, tuple(steps), pos
+
+
+def levels_by_peel(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int
+                   ) -> list[_Level] | None:
+    """Topological levels of the condensed DAG by the numpy peel (:func:`levelize`), one level
+    at a time (the reference of :func:`compile_levels`); None if it has a cycle."""
+    pred_chain = seg_chain[pred_seg] if pred_seg.size else pred_seg
+    levels_raw = levelize(cptr, pred_chain, c)
+    if levels_raw is None:
+        return None
     levels = []
     for chains in levels_raw:
         k = cptr[chains + 1] - cptr[chains]
         seg = np.zeros(chains.size, dtype=np.int64)
         np.cumsum(k[:-1], out=seg[1:])
         g = np.repeat(cptr[chains] - seg, k) + np.arange(k.sum(), dtype=np.int64)
-        pred_segs = seg_of[pred_nodes[g]]
+        pred_segs = pred_seg[g]
         levels.append(_Level(chains=chains, pred_segs=pred_segs, seg=seg,
-                             pred_chains=seg_chain[pred_segs] if s else pred_segs,
+                             pred_chains=seg_chain[pred_segs] if seg_chain.size else pred_segs,
                              single=bool(pred_segs.size == chains.size)))
-    steps, level_pos = compile_steps(
-        [(lv.chains, lv.pred_segs, lv.seg, lv.pred_chains) for lv in levels], c)
-    return SchedulePlan(graph=graph, order=order, chain_of=chain_of, seg_ptr=seg_ptr,
-                        seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr, levels=tuple(levels),
-                        steps=steps, level_pos=level_pos)
+    return levels
+
+
+def plan_from_chains(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray,
+                     chain_seg_ptr: IntArray, nodes: Callable[[], NodeLevel]) -> SchedulePlan:
+    """A plan from an already condensed graph (:class:`simcore.ir.runs.CondensedGraph`): chain
+    ``i`` waits for segments ``pred_seg[cptr[i]:cptr[i+1]]``; ``nodes`` builds the node-level
+    part on first use. Equal to :func:`compile_plan` of the node graph with the same chains.
+
+    Raises:
+        InputError: the condensed DAG has a cycle (the message names its nodes).
+    """
+    c = int(chain_seg_ptr.shape[0] - 1)
+    compiled = compile_levels(cptr, pred_seg, seg_chain, c)
+    if compiled is None:
+        compile_plan(nodes().graph)  # names the cycle
+        raise InputError("graph", "cycle", "dependencies and stream order must be acyclic")
+    levels, steps, level_pos = compiled
+    return SchedulePlan(nodes=nodes, seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr,
+                        levels=tuple(levels), steps=steps, level_pos=level_pos)
 
 
 def _raise_cycle(graph: Graph, ptr: IntArray, idx: IntArray) -> None:

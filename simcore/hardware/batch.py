@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import partial
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,6 +37,7 @@ from simcore.specs.system import (
 __all__ = ["SystemBatch", "as_column", "as_row", "gather_by_pool"]
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 
 _CALIBRATION_KEYS = tuple(f.name for f in fields(CalibrationSpec))
 
@@ -67,6 +69,27 @@ def _scaleup(pool: DevicePool) -> TopologyDimSpec:
 def _accelerator(pool: DevicePool) -> AcceleratorSpec:
     assert pool.accelerator is not None
     return pool.accelerator
+
+
+def _distinct(objs: list[Any]) -> tuple[list[Any], IntArray]:
+    """Distinct objects (by identity, in first-seen order) and the index of each."""
+    seen: dict[int, int] = {}
+    uniq: list[Any] = []
+    idx = np.empty(len(objs), dtype=np.int64)
+    for i, o in enumerate(objs):
+        j = seen.get(id(o))
+        if j is None:
+            j = seen[id(o)] = len(uniq)
+            uniq.append(o)
+        idx[i] = j
+    return uniq, idx
+
+
+def _first_of(idx: IntArray, n: int) -> IntArray:
+    """Position of the first occurrence of each of ``n`` distinct indices."""
+    first = np.full(n, idx.size, dtype=np.int64)
+    np.minimum.at(first, idx, np.arange(idx.size, dtype=np.int64))
+    return first
 
 
 def gather_by_pool(per_pool: FloatArray, pool_of_row: object) -> FloatArray:
@@ -138,14 +161,27 @@ class SystemBatch:
         def col(get: Callable[[SystemSpec], float]) -> FloatArray:
             return np.array([float(get(s)) for s in systems], dtype=np.float64)
 
-        def grid(get: Callable[[DevicePool], float]) -> FloatArray:
-            return np.array([[float(get(dev[d])) for dev in devices]
-                             for d in range(len(devices[0]))], dtype=np.float64)
+        # sweeps share accelerator and calibration objects between points: read each distinct
+        # object once per field and spread by index (same values as reading every point)
+        num_d = len(devices[0])
+        by_acc = [_distinct([dev[d].accelerator for dev in devices]) for d in range(num_d)]
+        by_cal = [_distinct([dev[d].calibration for dev in devices]) for d in range(num_d)]
 
-        peak = {p: grid(partial(_peak_flops, precision=p)) for p in PRECISIONS}
-        hbm_bw = grid(lambda d: _accelerator(d).hbm_bandwidth_GBps * 1e9)
-        hbm_cap = grid(lambda d: _accelerator(d).hbm_capacity_gib * 2**30)
-        calib = {k: grid(partial(_calibration, key=k)) for k in _CALIBRATION_KEYS}
+        def grid(get: Callable[[DevicePool], float], part: list[tuple[list[Any], IntArray]]
+                 | None = None) -> FloatArray:
+            if part is None:
+                return np.array([[float(get(dev[d])) for dev in devices]
+                                 for d in range(num_d)], dtype=np.float64)
+            out = np.empty((num_d, len(devices)), dtype=np.float64)
+            for d, (objs, idx) in enumerate(part):
+                first = [devices[int(i)][d] for i in _first_of(idx, len(objs))]
+                out[d] = np.array([float(get(pool)) for pool in first], dtype=np.float64)[idx]
+            return out
+
+        peak = {p: grid(partial(_peak_flops, precision=p), by_acc) for p in PRECISIONS}
+        hbm_bw = grid(lambda d: _accelerator(d).hbm_bandwidth_GBps * 1e9, by_acc)
+        hbm_cap = grid(lambda d: _accelerator(d).hbm_capacity_gib * 2**30, by_acc)
+        calib = {k: grid(partial(_calibration, key=k), by_cal) for k in _CALIBRATION_KEYS}
         up_bw = grid(lambda d: _scaleup(d).bandwidth_GBps * 1e9)
         up_lat = grid(lambda d: _scaleup(d).latency_ns * 1e-9)
         return cls(
@@ -165,8 +201,8 @@ class SystemBatch:
             pool_hbm_bandwidth_Bps=hbm_bw,
             pool_hbm_capacity_bytes=hbm_cap,
             pool_calib=calib,
-            pool_price_usd=grid(lambda d: _accelerator(d).price_usd),
-            pool_tdp_w=grid(lambda d: _accelerator(d).tdp_w),
+            pool_price_usd=grid(lambda d: _accelerator(d).price_usd, by_acc),
+            pool_tdp_w=grid(lambda d: _accelerator(d).tdp_w, by_acc),
             pool_scaleup_bandwidth_Bps=up_bw,
             pool_scaleup_latency_s=up_lat,
         )

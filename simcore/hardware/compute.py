@@ -17,6 +17,15 @@ Model (DESIGN.md, "Two fidelity modes", calibrated mode):
   cores (same quantization argument as the GEMM). Megatron's unfused core is not this kernel:
   the generator emits it as batched GEMMs plus memory-bound softmax / dropout
   (``parallel.flash_attention = false``).
+* **Low precision (fp8, fp4)** (Transformer Engine recipe: only the Linear layers' GEMMs run in
+  fp8 / NVFP4, the attention core and every elementwise kernel stay in bf16): a GEMM reaches
+  ``fp8_gemm_efficiency_ratio`` (``fp4_gemm_efficiency_ratio``) times the bf16 efficiency of
+  its shape at the low-precision peak, and pays a memory-bound cast of its two inputs
+  (``fp8_extra_bytes_per_gemm_element`` bytes per input element: bf16 read + fp8 write, amax
+  fused) before it; the fused attention core runs at the bf16 peak.
+* **Launch floor**: no kernel is shorter than ``kernel_launch_floor_us`` (an eager framework's
+  host dispatch pace; a software-stack value, conf/stack; fitted on vTrain's single-node
+  Megatron-DeepSpeed runs of 0.35-1.3 B models, where it dominates).
 * **Memory-bound kernels** (layer norm, softmax, GELU, dropout, bias, optimizer step): bytes
   read + written over ``hbm_bw * hbm_efficiency``, plus the kernel overhead.
 
@@ -41,6 +50,7 @@ from simcore.hardware.batch import as_row as _row
 
 __all__ = [
     "ELEMENT_BYTES",
+    "LOW_PRECISIONS",
     "per_pool",
     "attention_time_s",
     "gemm_efficiency",
@@ -50,7 +60,9 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
-ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+#: GEMM-only precisions (Transformer Engine recipes): attention and elementwise stay bf16
+LOW_PRECISIONS = ("fp8", "fp4")
+ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
 
 
 def _on(sb: SystemBatch, pool: int | None) -> SystemBatch:
@@ -61,6 +73,11 @@ def per_pool(kernel: Callable[..., FloatArray], sb: SystemBatch, *args: object,
              **kwargs: object) -> FloatArray:
     """(D, U, B) seconds: ``kernel(sb, *args, pool=d, **kwargs)`` for every pool ``d``."""
     return np.stack([kernel(sb, *args, pool=d, **kwargs) for d in range(sb.num_pools)])
+
+
+def _floor(sb: SystemBatch, t: FloatArray) -> FloatArray:
+    """``max(t, kernel_launch_floor_us)``: the host's dispatch pace bounds short kernels."""
+    return np.asarray(np.maximum(t, _row(sb.calib["kernel_launch_floor_us"]) * 1e-6))
 
 
 def _quantization(dim: FloatArray, half: FloatArray) -> FloatArray:
@@ -90,10 +107,17 @@ def gemm_time_s(sb: SystemBatch, m: object, n: object, k: object, precision: str
     sb = _on(sb, pool)
     m_, n_, k_ = _col(m), _col(n), _col(k)
     flops = 2.0 * m_ * n_ * k_
-    t_compute = flops / (_row(sb.peak(precision)) * gemm_efficiency(sb, m_, n_, k_))
+    eff = gemm_efficiency(sb, m_, n_, k_)
+    hbm = _row(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
+    cast = np.zeros_like(eff)
+    if precision in LOW_PRECISIONS:
+        eff = eff * _row(sb.calib[f"{precision}_gemm_efficiency_ratio"])
+        cast = _row(sb.calib["fp8_extra_bytes_per_gemm_element"]) * (m_ * k_ + k_ * n_) / hbm
+    t_compute = flops / (_row(sb.peak(precision)) * eff)
     traffic = ELEMENT_BYTES[precision] * (m_ * k_ + k_ * n_ + m_ * n_)
-    t_memory = traffic / _row(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
-    return np.maximum(t_compute, t_memory) + _row(sb.calib["kernel_overhead_us"]) * 1e-6
+    t_memory = traffic / hbm
+    t = np.maximum(t_compute, t_memory) + cast + _row(sb.calib["kernel_overhead_us"]) * 1e-6
+    return _floor(sb, t)
 
 
 def attention_time_s(
@@ -130,8 +154,9 @@ def attention_time_s(
         * _quantization(s_kv, _row(sb.calib["attention_half_seq"]))
         * _quantization(d, _row(sb.calib["gemm_half_dim"]))
     )
-    t = flops / (_row(sb.peak(precision)) * eff)
-    return np.asarray(t + _row(sb.calib["kernel_overhead_us"]) * 1e-6)
+    core = "bf16" if precision in LOW_PRECISIONS else precision  # TE: attention in bf16
+    t = flops / (_row(sb.peak(core)) * eff)
+    return _floor(sb, np.asarray(t + _row(sb.calib["kernel_overhead_us"]) * 1e-6))
 
 
 def memory_bound_time_s(sb: SystemBatch, nbytes: object, pool: int | None = None) -> FloatArray:
@@ -139,4 +164,4 @@ def memory_bound_time_s(sb: SystemBatch, nbytes: object, pool: int | None = None
     a device of ``pool`` (None: the pool ``sb`` shows)."""
     sb = _on(sb, pool)
     bw = _row(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
-    return np.asarray(_col(nbytes) / bw + _row(sb.calib["kernel_overhead_us"]) * 1e-6)
+    return _floor(sb, np.asarray(_col(nbytes) / bw + _row(sb.calib["kernel_overhead_us"]) * 1e-6))

@@ -16,7 +16,7 @@ import heapq
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["blocked", "find_cycle", "levelize", "priority_order", "successors"]
+__all__ = ["blocked", "depths", "find_cycle", "levelize", "priority_order", "successors"]
 
 IntArray = NDArray[np.int64]
 
@@ -63,6 +63,34 @@ def levelize(ptr: IntArray, idx: IntArray, n: int) -> list[IntArray] | None:
     """
     levels, remaining = _peel(ptr, idx, n)
     return None if remaining.any() else levels
+
+
+def depths(ptr: IntArray, idx: IntArray, n: int) -> IntArray | None:
+    """(n,) longest-path depth of every node (the index of its :func:`levelize` level); None if
+    the graph has a cycle. The same peel, one Python step per edge instead of numpy calls per
+    level (cheaper for the deep, narrow DAGs of pipelines)."""
+    counts = np.diff(ptr)  # duplicate edges count twice on both sides: no dedup needed
+    dst = np.repeat(np.arange(n, dtype=np.int64), counts)
+    succ_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(idx, minlength=n), out=succ_ptr[1:])
+    sp, si = succ_ptr.tolist(), dst[np.argsort(idx, kind="stable")].tolist()
+    pending = counts.tolist()
+    depth = [0] * n
+    frontier = [i for i in range(n) if pending[i] == 0]
+    done = len(frontier)
+    d = 0
+    while frontier:
+        nxt = []
+        for i in frontier:
+            depth[i] = d
+            for j in si[sp[i]:sp[i + 1]]:
+                pending[j] -= 1
+                if pending[j] == 0:
+                    nxt.append(j)
+        done += len(nxt)
+        frontier = nxt
+        d += 1
+    return np.asarray(depth, dtype=np.int64) if done == n else None
 
 
 def blocked(ptr: IntArray, idx: IntArray, n: int) -> NDArray[np.bool_]:

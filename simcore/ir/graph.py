@@ -18,10 +18,12 @@ order on a GPU stream, as in the ASTRA-sim workload layer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,7 +31,7 @@ from numpy.typing import NDArray
 from simcore.errors import InputError
 from simcore.ir.streams import Stream, StreamKind
 
-__all__ = ["Graph", "GraphBuilder", "NodeKind", "CommType"]
+__all__ = ["Graph", "GraphBuilder", "LazyGraph", "NodeKind", "CommType"]
 
 
 class NodeKind(IntEnum):
@@ -147,6 +149,40 @@ class Graph:
         if name in self.attrs:
             return self.attrs[name]
         return np.full(self.num_nodes, default, dtype=np.float64)
+
+
+class LazyGraph(Graph):
+    """A :class:`Graph` built on first use by ``factory`` (e.g. when only a condensed form of
+    it, :mod:`simcore.ir.runs`, is needed to schedule it and its nodes may never be read)."""
+
+    def __init__(self, factory: Callable[[], Graph] | None = None, **graph_fields: Any) -> None:
+        """``factory`` builds the graph on first use; without it, ``graph_fields`` are the
+        :class:`Graph`'s (as ``dataclasses.replace`` passes them: a copy is a plain graph)."""
+        if factory is None:
+            Graph.__init__(self, **graph_fields)
+        object.__setattr__(self, "_factory", factory)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_factory":
+            raise AttributeError(name)
+        with _LAZY_LOCK:
+            if "kind" not in self.__dict__:
+                built = self._factory()
+                for f in fields(Graph):
+                    object.__setattr__(self, f.name, getattr(built, f.name))
+        return object.__getattribute__(self, name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the plain :class:`Graph` it builds (the factory may be a closure)."""
+        return (Graph, tuple(getattr(self, f.name) for f in fields(Graph)))
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the nodes were built."""
+        return "kind" in self.__dict__
+
+
+_LAZY_LOCK = threading.RLock()
 
 
 class GraphBuilder:

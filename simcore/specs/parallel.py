@@ -22,7 +22,7 @@ __all__ = ["PRECISIONS", "RECOMPUTE_MODES", "WORK_SPLITS", "ParallelSpec"]
 
 RECOMPUTE_MODES = ("none", "selective", "full")
 WORK_SPLITS = ("even", "proportional", "balanced", "explicit")
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 
 
 def _positive_int(value: object, key: str) -> None:

@@ -39,7 +39,7 @@ __all__ = [
     "system_from_dict",
 ]
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 TOPOLOGY_KINDS = ("Ring", "FullyConnected", "Switch")
 
 
@@ -57,8 +57,8 @@ class AcceleratorSpec:
 
     Attributes:
         name: preset name (e.g. ``a100_80g``).
-        peak_tflops_fp32 .. peak_tflops_fp8: dense (no sparsity) tensor-core peak, TFLOP/s;
-            0 means the precision is unsupported.
+        peak_tflops_fp32 .. peak_tflops_fp4: dense (no sparsity) tensor-core peak, TFLOP/s;
+            0 means the precision is unsupported (fp4: NVFP4 GEMMs on Blackwell).
         hbm_capacity_gib: device memory, GiB.
         hbm_bandwidth_GBps: peak device-memory bandwidth, decimal GB/s.
         price_usd: list price of one accelerator (for the cost model), USD.
@@ -71,6 +71,7 @@ class AcceleratorSpec:
     peak_tflops_fp16: float = 312.0
     peak_tflops_bf16: float = 312.0
     peak_tflops_fp8: float = 0.0
+    peak_tflops_fp4: float = 0.0
     hbm_capacity_gib: float = 80.0
     hbm_bandwidth_GBps: float = 2039.0
     price_usd: float = 15000.0
@@ -153,6 +154,32 @@ class CalibrationSpec:
             runs beside it (SMs used by the communication kernels; Echo §3.4).
         comm_hbm_bytes_per_net_byte: HBM bytes moved per network byte by an NCCL-style
             collective (ACE §2.3: 3-5 baseline, ~1 with an offload engine).
+        scaleup_pair_loss: fraction of the scale-up bus bandwidth a 2-rank group loses (fewer
+            NCCL channels between two GPUs); a group of k ranks in one node loses
+            ``scaleup_pair_loss / (k - 1)`` (0 = no group-size dependence).
+        scaleout_ring_efficiency: fraction of the per-NIC rate (``scaleout_efficiency``) NCCL's
+            rings reach when a collective crosses nodes (nccl-tests on 8 A100 + 8 NICs per node
+            reach ~125 of 8 x 23.5 GB/s); 1 = the single-NIC rate. All-to-all and p2p keep the
+            per-NIC rate.
+        scaleout_tree_level_latency_us: latency per level of NCCL's inter-node tree,
+            microseconds; when > 0 the inter-node latency term of a collective spanning M nodes
+            is the smaller of the ring's ``M - 1`` steps and the tree's ``ceil(log2 M)`` levels
+            (NCCL picks the faster algorithm for latency-bound sizes); 0 = ring only.
+        fp8_gemm_efficiency_ratio: fp8 GEMM efficiency over the bf16 one at the same shape
+            (fp8 GEMMs reach a smaller fraction of their 2x peak: smaller tiles per byte of
+            operand, scaling epilogues); 1 = the bf16 curve.
+        fp4_gemm_efficiency_ratio: the same for NVFP4 GEMMs (Blackwell).
+        fp8_extra_bytes_per_gemm_element: memory-bound bytes per GEMM input element fp8
+            training adds (cast to fp8 with amax reduction, Transformer Engine's delayed
+            scaling), charged as a memory-bound kernel per GEMM; 0 = none.
+        kernel_launch_floor_us: least time of any compute kernel, microseconds: an eager
+            framework dispatches kernels from the host at a bounded rate, so short kernels run
+            at the host's pace, not the GPU's (``max(gpu time, floor)``); a software-stack
+            value (``conf/stack``); 0 = no floor.
+        interval80_log_halfwidth, interval95_log_halfwidth: split-conformal half-widths
+            (natural log of time) of the 80% / 95% prediction intervals, from the
+            leave-one-group-out residuals on published runs (``simcore/fidelity/intervals.py``);
+            0 = no interval known.
     """
 
     gemm_efficiency_max: float = 0.88
@@ -170,12 +197,23 @@ class CalibrationSpec:
     p2p_efficiency: float = 0.8
     overlap_compute_slowdown: float = 0.08
     comm_hbm_bytes_per_net_byte: float = 3.0
+    scaleup_pair_loss: float = 0.0
+    scaleout_ring_efficiency: float = 1.0
+    scaleout_tree_level_latency_us: float = 0.0
+    fp8_gemm_efficiency_ratio: float = 1.0
+    fp8_extra_bytes_per_gemm_element: float = 0.0
+    fp4_gemm_efficiency_ratio: float = 1.0
+    kernel_launch_floor_us: float = 0.0
+    interval80_log_halfwidth: float = 0.0
+    interval95_log_halfwidth: float = 0.0
 
     def validate(self, prefix: str = "system.calibration.") -> None:
         """Check every field is a number in its physical range."""
         fractions = ("gemm_efficiency_max", "attention_efficiency_max", "hbm_efficiency",
                      "sustained_compute_fraction",
-                     "scaleup_efficiency", "scaleout_efficiency", "p2p_efficiency")
+                     "scaleup_efficiency", "scaleout_efficiency", "p2p_efficiency",
+                     "fp8_gemm_efficiency_ratio", "fp4_gemm_efficiency_ratio",
+                     "scaleout_ring_efficiency")
         for name in fractions:
             value = getattr(self, name)
             require(isinstance(value, int | float) and 0 < value <= 1, prefix + name, value,
@@ -184,6 +222,8 @@ class CalibrationSpec:
         _check_positive(self, prefix, others, allow_zero=True)
         require(self.switch_allreduce_gain >= 1, prefix + "switch_allreduce_gain",
                 self.switch_allreduce_gain, "must be >= 1")
+        require(self.scaleup_pair_loss < 1, prefix + "scaleup_pair_loss",
+                self.scaleup_pair_loss, "must be < 1 (fraction of bandwidth lost)")
         require(self.overlap_compute_slowdown < 1, prefix + "overlap_compute_slowdown",
                 self.overlap_compute_slowdown, "must be < 1 (fraction of compute lost)")
 

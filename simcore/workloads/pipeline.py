@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["PipeOp", "stage_program"]
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["PipeOp", "stage_program", "stage_program_arrays"]
 
 
 class PipeOp(NamedTuple):
@@ -65,3 +68,23 @@ def stage_program(stage: int, pp: int, vp: int, num_micro_batches: int) -> list[
         program.append(bwd(i))
     program.extend(bwd(k) for k in range(steady, total))
     return program
+
+
+def stage_program_arrays(stage: int, pp: int, vp: int, num_micro_batches: int
+                         ) -> tuple[NDArray[np.bool_], NDArray[np.int64], NDArray[np.int64]]:
+    """:func:`stage_program` as arrays (forward?, micro-batch, chunk), built with numpy."""
+    total = num_micro_batches * vp
+    if vp == 1:
+        warmup = min(pp - stage - 1, num_micro_batches)
+    else:
+        warmup = min((pp - stage - 1) * 2 + (vp - 1) * pp, total)
+    steady = total - warmup
+    i64 = np.int64
+    mid_k = np.stack([np.arange(warmup, total, dtype=i64), np.arange(steady, dtype=i64)],
+                     axis=1).ravel()
+    k = np.concatenate([np.arange(warmup, dtype=i64), mid_k, np.arange(steady, total, dtype=i64)])
+    fwd = np.concatenate([np.ones(warmup, dtype=bool), np.tile([True, False], steady),
+                          np.zeros(total - steady, dtype=bool)])
+    mb = (k // (pp * vp)) * pp + k % pp
+    c = (k // pp) % vp
+    return fwd, mb, np.where(fwd, c, vp - 1 - c)

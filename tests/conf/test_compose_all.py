@@ -17,6 +17,7 @@ from search.config.build import build_specs
 from search.config.compose import compose_session
 from search.config.schema import validate_config
 from simcore.errors import InputError
+from simcore.workloads import get_family
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 OPTIONS = sorted(
@@ -42,7 +43,9 @@ def test_option_composes_validates_and_builds(compose, group, option):
     cfg = compose([f"{group}={option}"])
     validate_config(cfg)
     model, parallel, system = build_specs(cfg)
-    assert model.num_layers >= 1 and parallel.tp >= 1 and system.num_gpus >= 1
+    family = get_family(str(cfg.workload.get("family", "transformer")))
+    assert isinstance(model, family.spec_type)  # the spec of the family the file names
+    assert parallel.tp >= 1 and system.num_gpus >= 1
     top = group.split("/")[0]
     assert OmegaConf.select(cfg, top) is not None
 

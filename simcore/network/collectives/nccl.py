@@ -16,10 +16,19 @@ reference/peers-hardware-measurements.md B.9)::
   (A100 NVSwitch: 229 GB/s measured of 300; H100 ring: 370 of 450), and all-reduce may gain
   ``switch_allreduce_gain`` from in-switch reduction (H100 NVLS: 475 vs 370). Across nodes
   NCCL runs one ring per NIC: ``k`` members per node drive ``k`` NICs, so
-  ``busbw = min(scale-up busbw, k * scaleout_bw * scaleout_efficiency)`` (8x HDR per DGX A100
-  node: ~185 GB/s; one member per node: one NIC).
+  ``busbw = min(scale-up busbw, k * scaleout_bw * scaleout_efficiency * scaleout_ring_efficiency)``
+  (one member per node: one NIC). The rings reach less than the single-NIC rate: 8 A100 with
+  8 x 200 Gb/s per node measure ~125 GB/s on 2-16 nodes (Echo's nccl-tests logs), not 8 x 23.5.
+* Group size inside a node: a group of ``k`` ranks reaches ``1 - scaleup_pair_loss / (k-1)``
+  of the 8-GPU bus bandwidth (fewer NCCL channels between few GPUs; A100 NVSwitch, nccl-tests
+  at 1 GiB: 2 GPUs 206, 4 GPUs 225, 8 GPUs 231 GB/s, Echo's logs,
+  shared/validation/calibration/echo_nccl_a100, and vTrain's LUT, .../vtrain_single).
 * Ring steps: ``(k-1)`` scale-up hops and ``(M-1)`` scale-out hops per pass; two passes for
-  all-reduce.
+  all-reduce. Across nodes NCCL's all-reduce switches to its tree for latency-bound sizes
+  (all-gather / reduce-scatter have only the ring, whose latency grows with M), so when
+  ``scaleout_tree_level_latency_us`` is calibrated the inter-node latency term is the smaller
+  of the ring's ``M-1`` steps and ``ceil(log2 M)`` tree levels (Echo's logs: the 64 KiB
+  all-reduce takes 73 / 107 / 146 / 185 us on 2 / 4 / 8 / 16 nodes, growing with log2 M).
 * All-to-all: every rank sends ``size/n`` to every peer; bytes to peers in other nodes leave
   through the rank's own NIC, the rest through the scale-up fabric.
 * Point-to-point (pipeline send/recv): ``size / (line rate * p2p_efficiency) + hop latency``
@@ -76,9 +85,11 @@ def bus_bandwidth_Bps(
     """(U, B) large-message bus bandwidth of a collective, bytes/s (nccl-tests definition)."""
     ct, n = _col(comm_type), _col(group_size)
     k = np.minimum(np.maximum(_col(ranks_per_node), 1.0), n)
-    up = _row(sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"])
+    pair = _row(sb.calib["scaleup_pair_loss"]) / np.maximum(k - 1.0, 1.0)
+    up = _row(sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"]) * (1.0 - pair)
     gain = np.where(ct == float(CommType.ALL_REDUCE), _row(sb.calib["switch_allreduce_gain"]), 1.0)
-    nic = _row(sb.scaleout_bandwidth_Bps * sb.calib["scaleout_efficiency"])
+    nic = _row(sb.scaleout_bandwidth_Bps * sb.calib["scaleout_efficiency"]
+               * sb.calib["scaleout_ring_efficiency"])
     inside = k >= n
     return np.asarray(np.where(inside, up * gain, np.minimum(up, k * nic)))
 
@@ -113,8 +124,12 @@ def collective_time_s(
     nodes = np.ceil(n / k)
     passes = np.where(ct == float(CommType.ALL_REDUCE), 2.0, 1.0)
     step = _row(sb.calib["collective_step_latency_us"]) * 1e-6
-    fill = passes * ((k - 1.0) * (step + _row(sb.scaleup_latency_s))
-                     + (nodes - 1.0) * (step + _row(sb.scaleout_latency_s)))
+    ring_out = (nodes - 1.0) * (step + _row(sb.scaleout_latency_s))
+    level = _row(sb.calib["scaleout_tree_level_latency_us"]) * 1e-6
+    tree_out = np.ceil(np.log2(np.maximum(nodes, 1.0))) * (level + _row(sb.scaleout_latency_s))
+    tree = (level > 0.0) & (ct == float(CommType.ALL_REDUCE))  # NCCL's tree: all-reduce only
+    inter = np.where(tree, np.minimum(ring_out, tree_out), ring_out)
+    fill = passes * ((k - 1.0) * (step + _row(sb.scaleup_latency_s)) + inter)
     bandwidth = traffic_factor(ct, n) * size / bus_bandwidth_Bps(sb, ct, n, k)
     is_a2a = ct == float(CommType.ALL_TO_ALL)
     bandwidth = np.where(is_a2a, _all_to_all_s(sb, size, n, k), bandwidth)

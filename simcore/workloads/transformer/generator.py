@@ -24,20 +24,27 @@ before its forward and its backward in every micro-batch (one layer ahead when o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from simcore.ir.graph import CommType, GraphBuilder, NodeKind
+import numpy as np
+from numpy.typing import NDArray
+
+from simcore.ir.graph import CommType, GraphBuilder, LazyGraph, NodeKind
 from simcore.ir.ops import OpTable
+from simcore.ir.runs import Condensed, RunBuilder
 from simcore.ir.streams import CommKind, Stream, StreamKind
 from simcore.specs.parallel import ParallelSpec
 from simcore.workloads._base import Workload
 from simcore.workloads.layout import GroupSpan, RankLayout
-from simcore.workloads.pipeline import PipeOp, stage_program
+from simcore.workloads.pipeline import PipeOp, stage_program, stage_program_arrays
 from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
-from simcore.workloads.transformer.layers import LayerOps, build_layer_ops
+from simcore.workloads.transformer.layers import LayerOps, Step, build_layer_ops
 from simcore.workloads.transformer.spec import ModelSpec
 
-__all__ = ["TP_OVERLAP_CHUNKS", "TransformerWorkload", "build_transformer"]
+__all__ = ["TP_OVERLAP_CHUNKS", "RunEmitter", "TransformerWorkload", "build_transformer",
+           "build_transformer_nodes"]
 
 _DP, _PP = int(CommKind.DP), int(CommKind.PP)
 _GRAD_BYTES = 2.0  # gradients reduced in 16-bit (Megatron default, grad_reduce_in_fp32 off)
@@ -55,10 +62,12 @@ class TransformerWorkload(Workload):
         chunk_layers: layers of each model chunk ``v = c * pp + s`` (uneven splits:
             :mod:`simcore.specs.layer_split`); each stage's graph has its own count, so the
             schedule (and its bubbles) follows the slowest stage.
+        condensed: the graph's chains built directly (:mod:`simcore.ir.runs`), for the engine.
     """
 
     layers_per_chunk: int = 0
     chunk_layers: tuple[int, ...] = ()
+    condensed: Condensed | None = None
 
 
 _SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
@@ -122,7 +131,7 @@ class _Generator:
     def stage(self, s: int) -> int:
         """Emit stage ``s``; returns the most micro-batch chunks alive at once."""
         p = self.par
-        e = Emitter(self.b, s, p.vp, self.ops)
+        e = self._emitter(s)
         dp_stream = Stream(StreamKind.DP, s)
         zero, overlap = p.zero_stage, p.dp_overlap
         self.gathers: dict[tuple[int, int], int] = {}
@@ -130,25 +139,10 @@ class _Generator:
             for c in range(p.vp):
                 for j in range(self.chunk_layers[c * p.pp + s]):
                     self.gathers[(c, j)] = self._dp_nodes(e, dp_stream, self.gather_tmpl, [])
-        grads: list[int] = []
-        n_reduce = 0
-        alive = peak = 0
-        for op in stage_program(s, p.pp, p.vp, self.m):
-            v = op.chunk * p.pp + s
-            if op.forward:
-                alive += 1
-                peak = max(peak, alive)
-                self._forward(e, op, v, dp_stream)
-            else:
-                alive -= 1
-                got = self._backward(e, op, v, dp_stream)
-                grads += got
-                n_reduce += len(got) if overlap else self._reduces(op, v)
+        grads, n_reduce, peak = self._passes(e, dp_stream)
         ends = s == 0 or s == p.pp - 1  # holds the word embedding or the output layer
         if not overlap:  # gradient reduction after the flush, layer by layer
-            tail = [e.last] if e.last is not None else []
-            for _ in range(n_reduce):
-                tail = [self._dp_nodes(e, dp_stream, self.grad_tmpl, tail)]
+            tail = self._reduce_after_flush(e, dp_stream, n_reduce)
             if ends:
                 tail = [e.node(self.emb_grad, dp_stream, tail, "dp_emb")]
             grads = tail
@@ -164,6 +158,36 @@ class _Generator:
             for _ in range(n_layers):
                 self._dp_nodes(e, dp_stream, self.gather_tmpl, [opt])
         return peak
+
+    def _emitter(self, s: int) -> Emitter:
+        return Emitter(self.b, s, self.par.vp, self.ops)
+
+    def _passes(self, e: Emitter, dp: Stream) -> tuple[list[int], int, int]:
+        """Emit a stage's passes: (gradient-reduction nodes, reductions left for after the
+        flush, most micro-batch chunks alive at once)."""
+        overlap = self.par.dp_overlap
+        grads: list[int] = []
+        n_reduce = 0
+        alive = peak = 0
+        for op in stage_program(e.stage, self.par.pp, self.par.vp, self.m):
+            v = op.chunk * self.par.pp + e.stage
+            if op.forward:
+                alive += 1
+                peak = max(peak, alive)
+                self._forward(e, op, v, dp)
+            else:
+                alive -= 1
+                got = self._backward(e, op, v, dp)
+                grads += got
+                n_reduce += len(got) if overlap else self._reduces(op, v)
+        return grads, n_reduce, peak
+
+    def _reduce_after_flush(self, e: Emitter, dp: Stream, n_reduce: int) -> list[int]:
+        """Without DP overlap: ``n_reduce`` reductions in a row after the last backward."""
+        tail = [e.last] if e.last is not None else []
+        for _ in range(n_reduce):
+            tail = [self._dp_nodes(e, dp, self.grad_tmpl, tail)]
+        return tail
 
     def _tied_embedding(self, e: Emitter) -> int:
         """Megatron's tied word embedding: the first and the last stage all-reduce its
@@ -253,10 +277,262 @@ class _Generator:
                    node_id=node_id, template=self.p2p_tmpl, stage=src, peer=dst)
 
 
+class _RunGenerator(_Generator):
+    """The same emission into a :class:`~simcore.ir.runs.RunBuilder`: a pass whose layers wait
+    for nothing but the previous op is one run of ``layers`` x the layer's ops (no node objects);
+    anything else (ZeRO-3 gathers, TP overlap pieces, CP rings, per-layer gradient reductions)
+    goes node by node through the same code as :class:`_Generator`."""
+
+    def __init__(self, model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> None:
+        super().__init__(model, par, gpus_per_node)
+        self.rb = RunBuilder(len(self.ops.templates), "transformer")
+        lo = self.lops
+        self.fwd_unit = self._unit(lo.fwd)
+        self.bwd_unit = self._unit(lo.recompute + lo.bwd)
+        self._send_unit = self.rb.unit((self.p2p_tmpl,))
+        self._links: dict[tuple[int, int], int] = {}
+
+    def _unit(self, steps: tuple[Step, ...]) -> int | None:
+        return _unit_of(self.rb, steps, self.par.tp_comm_overlap)
+
+    def _passes(self, e: Emitter, dp: Stream) -> tuple[list[int], int, int]:
+        """Passes whose ops are runs, sends and per-layer gradient reductions are emitted
+        together with numpy (:meth:`_regular`); forwards waiting for per-layer parameter
+        gathers one by one."""
+        lo, p = self.lops, self.par
+        units = (self.fwd_unit, self.bwd_unit, self._unit(lo.head_fwd), self._unit(lo.head_bwd))
+        if p.zero_stage == 3 or any(u is None for u in units):
+            return super()._passes(e, dp)
+        assert isinstance(e, RunEmitter)
+        fwd, mb, chunk = stage_program_arrays(e.stage, p.pp, p.vp, self.m)
+        special = []  # the first forward of each chunk with gathers pending
+        for c in sorted({c for c, _ in self.gathers}):
+            special.append(int(np.flatnonzero(fwd & (chunk == c))[0]))
+        grads: list[int] = []
+        n_reduce = 0
+        lo_i = 0
+        for i in sorted(special):
+            got, n = self._regular(e, fwd[lo_i:i], mb[lo_i:i], chunk[lo_i:i], units, dp)
+            grads += got
+            n_reduce += n
+            self._forward(e, PipeOp(True, int(mb[i]), int(chunk[i])),
+                          int(chunk[i]) * p.pp + e.stage, dp)
+            lo_i = i + 1
+        got, n = self._regular(e, fwd[lo_i:], mb[lo_i:], chunk[lo_i:], units, dp)
+        alive = np.cumsum(np.where(fwd, 1, -1))
+        return grads + got, n_reduce + n, int(max(0, alive.max(initial=0)))
+
+    def _regular(self, e: RunEmitter, fwd: NDArray[np.bool_], mb: NDArray[np.int64],
+                 chunk: NDArray[np.int64], units: tuple[int | None, ...], dp: Stream
+                 ) -> tuple[list[int], int]:
+        """Passes without per-layer gathers, as :meth:`_forward` and :meth:`_backward` emit
+        them, in one :meth:`RunBuilder.runs`. Per pass: the embedding or the output layer's
+        backward, the layers (one run; a backward reducing gradients as it goes: per layer a
+        run and its reductions on the dp stream), the output layer or the embedding's
+        backward, the send to the next stage. Returns (reduction ids, reductions left for
+        after the flush)."""
+        k = int(fwd.size)
+        if k == 0:
+            return [], 0
+        i64 = np.int64
+        s, pp, big_v, m, par = e.stage, self.par.pp, self.V, self.m, self.par
+        v = chunk * pp + s
+        layers = np.asarray(self.chunk_layers, dtype=i64)[v]
+        lo, rb = self.lops, self.rb
+        u_fwd, u_bwd, u_hf, u_hb = (int(u) for u in units)  # type: ignore[arg-type]
+        u_ef, u_eb = rb.unit((lo.embed_fwd,)), rb.unit((lo.embed_bwd,))
+        u_grad = [rb.unit((t,)) for t in self.grad_tmpl]
+        g = len(u_grad)
+        first, last = v == 0, v == big_v - 1
+        reduces = ~fwd & ((par.zero_stage >= 2) | (mb == m - 1))
+        red = reduces & par.dp_overlap  # reductions issued after each layer's backward
+        n_red = int(layers[reduces].sum()) if not par.dp_overlap else 0
+        pre = np.where(fwd & first, u_ef, np.where(~fwd & last, u_hb, -1))
+        post = np.where(fwd & last, u_hf, np.where(~fwd & first, u_eb, -1))
+        sends = np.where(fwd, ~last, ~first)
+        has_pre, has_post = (pre >= 0).astype(i64), (post >= 0).astype(i64)
+        n_main = np.where(red, layers * (1 + g), 1)
+        n_call = has_pre + n_main + has_post + sends
+        start = np.cumsum(n_call) - n_call
+        total = int(n_call.sum())
+        pi = np.repeat(np.arange(k, dtype=i64), n_call)  # pass of every call
+        pos = np.arange(total, dtype=i64) - start[pi]
+        j = pos - has_pre[pi]  # position within the layers
+        is_pre = pos < has_pre[pi]
+        is_main = ~is_pre & (j < n_main[pi])
+        is_post = ~is_pre & ~is_main & (j == n_main[pi]) & (has_post[pi] > 0)
+        is_send = ~is_pre & ~is_main & ~is_post
+        r = np.where(red[pi] & is_main, j % (1 + g), 0)  # 0: layer run, 1..g: reductions
+        unit = np.where(is_pre, pre[pi], np.where(is_post, post[pi], self._send_unit))
+        unit = np.where(is_main & (r == 0), np.where(fwd[pi], u_fwd, u_bwd), unit)
+        if g:
+            unit = np.where(is_main & (r > 0), np.asarray(u_grad, dtype=i64)[np.maximum(r - 1, 0)],
+                            unit)
+        rep = np.where(is_main & (r == 0), np.where(red[pi], 1, layers[pi]), 1)
+        base = np.where(fwd, 0, m)  # send ids as :meth:`send_id`
+        recv = np.where(fwd, np.where(first, -1, _SEND_BASE + (base + mb) * big_v + v - 1),
+                        np.where(last, -1, _SEND_BASE + (base + mb) * big_v + v + 1))
+        dep = np.where(is_main & (j == 0), recv[pi], -1)
+        idx = np.arange(total, dtype=i64)
+        # a reduction waits for its layer's run; a send for the pass's last compute run
+        dep_ref = np.where(is_main & (r > 0), idx - r, -1)
+        last_compute = start + has_pre + np.where(has_post > 0, n_main,
+                                                  np.where(red, n_main - 1 - g, 0))
+        dep_ref = np.where(is_send, last_compute[pi], dep_ref)
+        dst = np.where(fwd, v + 1, v - 1) % pp
+        for d in np.unique(dst[sends]).tolist():
+            if (s, d) not in self._links:
+                self._links[(s, d)] = rb.stream(Stream.link(s, d))
+        link = np.asarray([self._links.get((s, d), -1) for d in range(pp)], dtype=i64)
+        dp_res = rb.stream(dp)
+        res = np.where(is_send, link[dst[pi]], np.where(r > 0, dp_res, e.compute_res))
+        nid = np.where(is_send, _SEND_BASE + (base[pi] + mb[pi]) * big_v + v[pi], -1)
+        ids = rb.runs(res, unit, rep, dep, dep_ref, nid, s)
+        e.last = rb.last_id(e.compute_res)
+        grads = ids[is_main & (r == g) & (r > 0)].tolist() if g else []
+        return grads, len(grads) + n_red
+
+    def _emitter(self, s: int) -> Emitter:
+        return RunEmitter(self.rb, s, self.par.vp, self.ops)
+
+    def _reduce_after_flush(self, e: Emitter, dp: Stream, n_reduce: int) -> list[int]:
+        """One reduction per node waiting for the one before: a single run."""
+        if len(self.grad_tmpl) != 1 or n_reduce == 0:
+            return super()._reduce_after_flush(e, dp, n_reduce)
+        deps = [e.last] if e.last is not None else []
+        unit = self.rb.unit((self.grad_tmpl[0],))
+        return [self.rb.run(self.rb.stream(dp), unit, n_reduce, deps, e.stage)]
+
+    def _forward(self, e: Emitter, op: PipeOp, v: int, dp: Stream) -> None:
+        n = self.chunk_layers[v]
+        if (self.fwd_unit is None or self.par.zero_stage == 3
+                or any((op.chunk, j) in self.gathers for j in range(n))):
+            super()._forward(e, op, v, dp)
+            return
+        assert isinstance(e, RunEmitter)
+        lo = self.lops
+        deps = [self.send_id(True, op.micro_batch, v - 1)] if v > 0 else []
+        if v == 0:
+            e.comp(lo.embed_fwd, deps)
+            deps = []
+        if n:
+            e.run(self.fwd_unit, n, deps)
+            deps = []
+        if v == self.V - 1:
+            e.steps(lo.head_fwd, self.par.tp_comm_overlap, deps)
+        if v < self.V - 1:
+            self._send(e, self.send_id(True, op.micro_batch, v), v + 1)
+
+    def _backward(self, e: Emitter, op: PipeOp, v: int, dp: Stream) -> list[int]:
+        p = self.par
+        if self.bwd_unit is None or p.zero_stage == 3:
+            return super()._backward(e, op, v, dp)
+        assert isinstance(e, RunEmitter)
+        lo = self.lops
+        deps = [self.send_id(False, op.micro_batch, v + 1)] if v < self.V - 1 else []
+        if v == self.V - 1:
+            e.steps(lo.head_bwd, p.tp_comm_overlap, deps)
+            deps = []
+        n = self.chunk_layers[v]
+        grads: list[int] = []
+        if not (self._reduces(op, v) > 0 and p.dp_overlap):
+            if n:
+                e.run(self.bwd_unit, n, deps)
+        else:
+            for _ in range(n):
+                e.run(self.bwd_unit, 1, deps)
+                deps = []
+                assert e.last is not None
+                grads.append(self._dp_nodes(e, dp, self.grad_tmpl, [e.last]))
+        if v == 0:
+            e.comp(lo.embed_bwd)
+        if v > 0:
+            self._send(e, self.send_id(False, op.micro_batch, v), v - 1)
+        return grads
+
+    def _tied_embedding(self, e: Emitter) -> int:
+        if e.stage == 0:
+            self.first_stage_end = e.last
+            return _EMB_TIED_ID
+        deps = [d for d in (self.first_stage_end, e.last) if d is not None]
+        rb = self.rb
+        rb.node([rb.stream(Stream(StreamKind.EMB, 0)), rb.stream(Stream(StreamKind.EMB, e.stage))],
+                self.emb_tied, deps, 0, _EMB_TIED_ID)
+        return _EMB_TIED_ID
+
+    def _send(self, e: Emitter, node_id: int, v_dst: int) -> None:
+        src, dst = e.stage, v_dst % self.par.pp
+        assert e.last is not None
+        res = self._links.get((src, dst))
+        if res is None:
+            res = self._links[(src, dst)] = self.rb.stream(Stream.link(src, dst))
+        self.rb.run(res, self._send_unit, 1, (e.last,), src, node_id)
+
+
+def _unit_of(rb: RunBuilder, steps: tuple[Step, ...], overlap_tp: bool) -> int | None:
+    """The run unit of ``steps`` when :meth:`Emitter.steps` emits them as plain ops on the
+    compute stream (no TP overlap pieces, no CP ring), else None."""
+    tmpls = []
+    for step in steps:
+        if overlap_tp and step[0] in ("tp", "c"):
+            return None
+        if step[0] == "attn":
+            if step[3] != 1:
+                return None
+            tmpls.append(step[1])
+        else:
+            tmpls.append(step[1])
+    return rb.unit(tmpls) if tmpls else None
+
+
+class RunEmitter(Emitter):
+    """An :class:`Emitter` adding to a :class:`~simcore.ir.runs.RunBuilder`: plain step lists
+    become one run; everything else is emitted op by op as before."""
+
+    def __init__(self, rb: RunBuilder, stage: int, chunks: int, ops: OpTable) -> None:
+        super().__init__(cast(GraphBuilder, None), stage, chunks, ops)
+        self.rb = rb
+        self.compute_res = rb.stream(self.compute)
+        self._units: dict[tuple[tuple[Step, ...], bool], int | None] = {}
+
+    def node(self, tmpl: int, stream: Stream, deps: Sequence[int], name: str) -> int:
+        return self.rb.node([self.rb.stream(stream)], tmpl, deps, self.stage)
+
+    def run(self, unit: int, repeat: int, deps: Sequence[int]) -> None:
+        """``repeat`` x ``unit`` on the compute stream, the first op waiting for ``deps``."""
+        self.last = self.rb.run(self.compute_res, unit, repeat, deps, self.stage)
+
+    def steps(self, steps: Sequence[Step], overlap_tp: bool, deps: Sequence[int] = ()) -> None:
+        key = (tuple(steps), overlap_tp)
+        if key not in self._units:
+            self._units[key] = _unit_of(self.rb, key[0], overlap_tp)
+        unit = self._units[key]
+        if unit is None:
+            super().steps(steps, overlap_tp, deps)
+        else:
+            self.run(unit, 1, deps)
+
+
 def build_transformer(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: int
                       ) -> TransformerWorkload:
     """Generate the iteration graph of ``model`` under the resolved ``parallel`` plan
-    (``parallel.dp`` set; shapes already checked by :func:`simcore.api.check_structure`)."""
+    (``parallel.dp`` set; shapes already checked by :func:`simcore.api.check_structure`).
+
+    The graph is built condensed (:class:`_RunGenerator`); its nodes
+    (:func:`build_transformer_nodes`) only when something reads them (a timeline, an export,
+    a fidelity that transforms the graph)."""
+    gen = _RunGenerator(model, parallel, gpus_per_node)
+    flights = tuple(gen.stage(s) for s in range(parallel.pp))
+    graph = LazyGraph(lambda: build_transformer_nodes(model, parallel, gpus_per_node).graph)
+    return TransformerWorkload(graph=graph, ops=gen.ops, num_stages=parallel.pp,
+                               in_flight=flights, layers_per_chunk=max(gen.chunk_layers),
+                               dp_overlap=parallel.dp_overlap, chunk_layers=gen.chunk_layers,
+                               condensed=Condensed(graph, gen.rb.build()))
+
+
+def build_transformer_nodes(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: int
+                            ) -> TransformerWorkload:
+    """:func:`build_transformer` with every node built (one object per op; the reference)."""
     gen = _Generator(model, parallel, gpus_per_node)
     flights = tuple(gen.stage(s) for s in range(parallel.pp))
     return TransformerWorkload(graph=gen.b.build(), ops=gen.ops, num_stages=parallel.pp,

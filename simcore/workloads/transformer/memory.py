@@ -39,7 +39,7 @@ from simcore.specs.layer_split import chunk_layers, stage_layers
 
 __all__ = ["ModelLike", "ParallelLike", "footprint_bytes", "layers_in_stage"]
 
-_HALF = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+_HALF = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2, "fp4": 2}
 
 
 class ModelLike(Protocol):

@@ -1,6 +1,8 @@
 """Published runs outside shared/validation (tests/data/validation/extra_*.csv), read-only.
 
-Nothing is fitted to these rows. The test checks what must hold whatever the level: every case
+Only the Megatron-DeepSpeed stack's kernel_efficiency (conf/stack/deepspeed.yaml) is fitted on
+the MT-NLG and BLOOM rows (validate --logo scores them with it refitted without their group);
+nothing else is. The test checks what must hold whatever the level: every case
 (including BLOOM-176B's uneven 70-layers-on-12-stages split) predicts with status ok, and the
 ranking within a model is right: MT-NLG 530B gets faster from 2,240 to 2,800 to 3,360 GPUs
 (measured 60.1 / 50.2 / 44.4 s) and, on 2,240 GPUs, sequence parallelism + selective recompute

@@ -85,3 +85,44 @@ def test_training_step_runs_below_microbenchmark_speed() -> None:
     fitted = SystemSpec(calibration=calibration("a100"))
     t = gemm_time_s(SystemBatch.from_specs([A100, fitted]), 8192, 8192, 8192, "fp16")[0]
     assert t[1] / t[0] == pytest.approx(1 / fitted.calibration.sustained_compute_fraction, rel=0.01)
+
+
+def _h100_fp8(ratio: float, cast: float) -> SystemBatch:
+    acc = AcceleratorSpec(name="h100", peak_tflops_fp16=989.4, peak_tflops_bf16=989.4,
+                          peak_tflops_fp8=1978.9, hbm_bandwidth_GBps=3350.0)
+    calib = replace(calibration("h100"), sustained_compute_fraction=1.0,
+                    fp8_gemm_efficiency_ratio=ratio, fp8_extra_bytes_per_gemm_element=cast)
+    return SystemBatch.from_specs([SystemSpec(accelerator=acc, calibration=calib)])
+
+
+def test_fp8_gemm_below_twice_bf16_and_pays_its_casts() -> None:
+    """fp8 GEMM speed-up over bf16 is below the 2x of peak: efficiency ratio and input casts."""
+    m, n, k = 8192.0, 12288.0, 12288.0
+    ideal = _h100_fp8(1.0, 0.0)
+    bf16 = gemm_time_s(ideal, m, n, k, "bf16")[0, 0]
+    assert bf16 / gemm_time_s(ideal, m, n, k, "fp8")[0, 0] == pytest.approx(2.0, rel=0.02)
+    real = _h100_fp8(0.9, 3.0)
+    t8 = gemm_time_s(real, m, n, k, "fp8")[0, 0]
+    cast_s = 3.0 * (m * k + k * n) / (3350e9 * real.calib["hbm_efficiency"][0])
+    assert t8 == pytest.approx(gemm_time_s(ideal, m, n, k, "fp8")[0, 0] / 0.9 + cast_s, rel=0.01)
+    assert 1.3 < bf16 / t8 < 1.8
+
+
+def test_fp8_attention_core_runs_at_bf16_peak() -> None:
+    sb = _h100_fp8(0.9, 3.0)
+    t16 = attention_time_s(sb, 64, 4096, 4096, 128, True, "bf16")
+    t8 = attention_time_s(sb, 64, 4096, 4096, 128, True, "fp8")
+    assert np.allclose(t8, t16)
+
+
+def test_launch_floor_bounds_short_kernels_only() -> None:
+    """An eager framework's host dispatch pace: short kernels last the floor, long ones are
+    unchanged (conf/stack kernel_launch_floor_us)."""
+    floored = SystemBatch.from_specs([replace(A100, calibration=replace(
+        A100.calibration, kernel_launch_floor_us=50.0))])
+    plain = SystemBatch.from_specs([A100])
+    small = memory_bound_time_s(floored, 1e6)[0, 0]
+    assert small == pytest.approx(50e-6)
+    assert memory_bound_time_s(plain, 1e6)[0, 0] < 10e-6
+    big = (8192.0, 12288.0, 12288.0)
+    assert gemm_time_s(floored, *big, "fp16")[0, 0] == gemm_time_s(plain, *big, "fp16")[0, 0]

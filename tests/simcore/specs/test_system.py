@@ -73,7 +73,7 @@ def test_unsupported_precision() -> None:
 def test_every_cluster_preset_composes_and_validates(cluster: str) -> None:
     spec = system_from_dict(_compose(f"+system={cluster}"))
     assert spec.name == cluster
-    assert spec.gpus_per_node == 8
+    assert spec.gpus_per_node == (72 if cluster.endswith("_nvl72") else 8)  # NVL72: one rack
 
 
 @pytest.mark.parametrize("accel", ACCELERATORS)

@@ -58,10 +58,14 @@ def test_h100_ring_370_and_nvls_allreduce_475() -> None:
 def test_inter_node_uses_one_nic_per_member() -> None:
     sb = SystemBatch.from_specs([A100])
     bw = bus_bandwidth_Bps(sb, [AR, AR, AR], [64, 16, 8], [8, 1, 8])[:, 0] / 1e9
-    # 8 NICs x 23.5 GB/s (SimAI CX6 figure, reference A.3) < NVLink; 1 NIC; NVLink only
-    assert bw[0] == pytest.approx(8 * 23.5, rel=0.02)
-    assert bw[1] == pytest.approx(23.5, rel=0.02)
-    assert bw[2] > bw[0]
+    # 8 members per node drive 8 NICs: all-reduce bus bandwidth measured by nccl-tests on 2-16
+    # nodes of 8 A100 with one 200 Gb/s NIC each, 1-4 GiB: 124.5 / 125.6 / 123.5 / 128.5 GB/s
+    # (Echo's logs, shared/validation/calibration/echo_nccl_a100); below the 8 x 23.5 GB/s of
+    # the single-NIC line-rate figure (SimAI CX6, reference A.3), which stays an upper bound
+    assert bw[0] == pytest.approx(125.0, rel=0.1)
+    assert bw[0] < 8 * 23.5
+    assert bw[1] == pytest.approx(bw[0] / 8, rel=0.02)  # one member per node: one NIC
+    assert bw[2] > bw[0]  # NVLink only
 
 
 def test_time_monotone_in_bytes_and_zero_for_one_rank() -> None:

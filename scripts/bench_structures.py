@@ -1,0 +1,131 @@
+"""Benchmark of cold structures: how long a *new* parallelization plan takes to evaluate.
+
+Two cases: GPT-3 175B on 1,024 A100s and Megatron-Turing NLG 530B (105 layers, h=20480, 128 heads;
+Smith et al. 2022) on 2,240 A100s. For each, N distinct plans (tp, pp, vp, micro-batch, recompute,
+ZeRO stage, sequence parallelism, uneven first/last stages) are drawn with a fixed seed; each is
+evaluated cold in one process (structure cache cleared, one design point: graph generation +
+compile + evaluation), and the median, p90 (wall and CPU time: ``time.process_time`` is
+steadier on a shared machine) and plans/s are reported. The same plans are evaluated
+by the base commit's code in a subprocess (``--base``: a checkout of it, e.g.
+``git worktree add /tmp/sw-base <sha>``), and the iteration times must agree bit for bit.
+
+Usage: ``python scripts/bench_structures.py [--plans 24] [--base /tmp/sw-base] [--base-plans 6]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from simcore.api import _compiled, check_structure, simulate_batch
+from simcore.specs.parallel import ParallelSpec
+from simcore.specs.system import SystemSpec
+from simcore.workloads.transformer.spec import ModelSpec
+
+GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=96,
+                 seq_len=2048, vocab_size=51200)
+MTNLG = ModelSpec(name="mt_nlg_530b", num_layers=105, hidden_size=20480, num_heads=128,
+                  seq_len=2048, vocab_size=51200)
+CASES = {
+    "gpt3": ("GPT-3 175B, 1,024 GPUs", GPT3, 1024, 1536,
+             {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2)}),
+    "530b": ("MT-NLG 530B, 2,240 GPUs", MTNLG, 2240, 1920,
+             {"tp": (8,), "pp": (35, 7, 5, 14), "vp": (1, 3), "mb": (1, 2)}),
+}
+
+
+def plans(case: str, n: int, seed: int = 0) -> list[ParallelSpec]:
+    """``n`` distinct valid plans of ``case`` in a seeded random order."""
+    _, model, gpus, gb, axes = CASES[case]
+    system = SystemSpec(num_gpus=gpus)
+    grid = list(itertools.product(axes["tp"], axes["pp"], axes["vp"], axes["mb"],
+                                  ("none", "selective", "full"), (0, 1, 2), (True, False),
+                                  (None, 1)))
+    rng = np.random.default_rng(seed)
+    out: list[ParallelSpec] = []
+    for i in rng.permutation(len(grid)).tolist():
+        tp, pp, vp, mb, rc, zero, sp, first = grid[i]
+        par = ParallelSpec(tp=tp, pp=pp, vp=vp, micro_batch=mb, global_batch=gb,
+                           recompute=rc, zero_stage=zero, sequence_parallel=sp,
+                           first_stage_layers=None if first is None or vp > 1 else
+                           max(1, model.num_layers // pp - 1))
+        resolved, _ = check_structure(model, par, system)
+        if resolved is not None:
+            out.append(par)
+        if len(out) == n:
+            break
+    return out
+
+
+def worker(case: str, n: int) -> list[tuple[float, float, float]]:
+    """(cold wall seconds, iteration seconds, cold CPU seconds) of the first ``n`` plans."""
+    _, model, gpus, _, _ = CASES[case]
+    system = SystemSpec(num_gpus=gpus)
+    simulate_batch(GPT3, ParallelSpec(tp=8, pp=8, global_batch=64), [SystemSpec(num_gpus=64)])
+    out = []
+    for par in plans(case, n):
+        _compiled.cache_clear()
+        c0, t0 = time.process_time(), time.perf_counter()
+        res = simulate_batch(model, par, [system])
+        out.append((time.perf_counter() - t0, float(res.iteration_time_s[0]),
+                    time.process_time() - c0))
+    return out
+
+
+def _run(root: Path, case: str, n: int) -> list[tuple[float, ...]]:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", case, "--plans", str(n)]
+    done = subprocess.run(cmd, env=env, cwd=root, check=True, capture_output=True, text=True)
+    return [tuple(x) for x in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+def _stats(times: list[float]) -> tuple[float, float, float]:
+    arr = np.asarray(times)
+    return float(np.median(arr)), float(np.percentile(arr, 90)), float(arr.size / arr.sum())
+
+
+def main() -> None:
+    """Print one row per (case, code) and the ratios."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--plans", type=int, default=24)
+    ap.add_argument("--base", type=Path, default=None, help="checkout of the base commit")
+    ap.add_argument("--base-plans", type=int, default=6)
+    ap.add_argument("--case", default="all", choices=["all", *CASES])
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.plans)))
+        return
+    here = Path(__file__).resolve().parents[1]
+    print(f"{'case':<28}{'code':<6}{'plans':>6}{'median ms':>11}{'p90 ms':>9}{'plans/s':>9}"
+          f"{'CPU med ms':>11}{'CPU p90':>9}{'ratio':>8}  same result")
+    for case in CASES if args.case == "all" else [args.case]:
+        title = CASES[case][0]
+        new = _run(here, case, args.plans)
+        med, p90, rate = _stats([t[0] for t in new])
+        cmed, cp90, _ = _stats([t[2] for t in new])
+        print(f"{title:<28}{'new':<6}{len(new):>6}{med * 1e3:>11.1f}{p90 * 1e3:>9.1f}"
+              f"{rate:>9.1f}{cmed * 1e3:>11.1f}{cp90 * 1e3:>9.1f}", flush=True)
+        if args.base is None:
+            continue
+        base = _run(args.base, case, args.base_plans)
+        bmed, bp90, brate = _stats([t[0] for t in base])
+        bcmed, bcp90, _ = _stats([t[2] for t in base])
+        k = len(base)
+        same = all(a[1] == b[1] for a, b in zip(new[:k], base, strict=True))
+        ncmed = float(np.median([t[2] for t in new[:k]]))
+        print(f"{title:<28}{'base':<6}{k:>6}{bmed * 1e3:>11.1f}{bp90 * 1e3:>9.1f}{brate:>9.2f}"
+              f"{bcmed * 1e3:>11.1f}{bcp90 * 1e3:>9.1f}{bcmed / ncmed:>7.0f}x  "
+              f"{'yes' if same else 'NO'} (first {k} plans; ratio of CPU medians)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

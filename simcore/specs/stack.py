@@ -1,0 +1,79 @@
+"""Software stack: the few parameters where training stacks on the same hardware differ.
+
+A :class:`StackSpec` scales the hardware calibration for the framework that runs the job
+(``conf/stack/{megatron_lm,megatron_core,deepspeed,nemo}.yaml``, config key ``stack``):
+
+* ``kernel_efficiency``: the stack's sustained GEMM / attention throughput relative to
+  Megatron-LM's (the reference the hardware calibration's ``sustained_compute_fraction`` is
+  fitted on). Stacks differ in kernel fusion (bias-GeLU, softmax, fused Adam), in fp32
+  gradient-accumulation buffers and in launch gaps between kernels; the published runs of the
+  DeepSpeed + Megatron stack (MT-NLG, BLOOM) report 15-30% lower TFLOP/s per GPU than
+  Megatron-LM on the same A100 clusters and model shapes (Smith et al. 2022; Narayanan et al.
+  2021). Fitted once by ``scripts/fit_end_to_end.py`` on the public runs of that stack.
+* ``kernel_overhead_us``: fixed time per kernel (launch and framework gaps); ``None`` keeps the
+  hardware calibration's value.
+* ``kernel_launch_floor_us``: least time of any kernel (the host's dispatch pace in an eager
+  framework; ``None`` keeps the calibration's value, 0).
+
+Applying a stack returns a new :class:`~simcore.specs.system.SystemSpec` whose calibration
+carries the scaled values; the cost models see nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from simcore.errors import require
+from simcore.specs.system import SystemSpec
+
+__all__ = ["STACKS", "StackSpec", "apply_stack", "stack_from_dict"]
+
+#: the stack presets of conf/stack/
+STACKS = ("megatron_lm", "megatron_core", "deepspeed", "nemo")
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """One training software stack (see the module docstring)."""
+
+    name: str = "megatron_lm"
+    kernel_efficiency: float = 1.0
+    kernel_overhead_us: float | None = None
+    kernel_launch_floor_us: float | None = None
+
+    def __post_init__(self) -> None:
+        p = "stack."
+        require(isinstance(self.name, str) and bool(self.name), p + "name", self.name,
+                "must be a non-empty string")
+        require(isinstance(self.kernel_efficiency, int | float)
+                and 0 < self.kernel_efficiency <= 1.5, p + "kernel_efficiency",
+                self.kernel_efficiency, "must be in (0, 1.5]")
+        require(self.kernel_overhead_us is None or (
+            isinstance(self.kernel_overhead_us, int | float) and self.kernel_overhead_us >= 0),
+            p + "kernel_overhead_us", self.kernel_overhead_us, "must be >= 0 or null")
+        require(self.kernel_launch_floor_us is None or (
+            isinstance(self.kernel_launch_floor_us, int | float)
+            and self.kernel_launch_floor_us >= 0),
+            p + "kernel_launch_floor_us", self.kernel_launch_floor_us, "must be >= 0 or null")
+
+
+def stack_from_dict(data: dict[str, object]) -> StackSpec:
+    """A :class:`StackSpec` from the resolved ``stack`` config (unknown keys are errors;
+    ``source`` / ``fitted`` provenance keys are ignored)."""
+    known = {"name", "kernel_efficiency", "kernel_overhead_us", "kernel_launch_floor_us"}
+    kwargs = {k: v for k, v in data.items() if k not in ("source", "fitted")}
+    for key, value in kwargs.items():
+        require(key in known, f"stack.{key}", value, f"unknown key (known: {', '.join(known)})")
+    return StackSpec(**kwargs)  # type: ignore[arg-type]
+
+
+def apply_stack(system: SystemSpec, stack: StackSpec) -> SystemSpec:
+    """``system`` with its calibration scaled for ``stack``."""
+    calib = system.calibration
+    fraction = min(1.0, calib.sustained_compute_fraction * stack.kernel_efficiency)
+    changes: dict[str, float] = {"sustained_compute_fraction": fraction}
+    if stack.kernel_overhead_us is not None:
+        changes["kernel_overhead_us"] = float(stack.kernel_overhead_us)
+    if stack.kernel_launch_floor_us is not None:
+        changes["kernel_launch_floor_us"] = float(stack.kernel_launch_floor_us)
+    return replace(system, calibration=replace(calib, **changes))

@@ -1,0 +1,49 @@
+"""Every accelerator and precision named in shared/validation/CASES.md has a preset validate uses.
+
+CASES.md lists the ``gpu`` values a cases file may hold (``a100_80g`` ... ``gb300``, the
+Grace-Blackwell NVL72 racks) and the precisions (``fp16``, ``bf16``, ``fp8``, ``fp4``). Each must
+build a system (accelerator + calibration with its provenance header), and a small run in each
+precision a Blackwell rack supports must predict with status ok, low precision faster than bf16
+but by less than the ratio of peaks (the GEMM-only recipe keeps attention and elementwise work in
+bf16).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from search.commands.validate import build_case, cluster_for, predict
+
+CASES_MD_GPUS = ("a100_80g", "h100_80g", "a100_40g", "h800_80g", "h200_141g", "b200", "gb200",
+                 "gb300", "v100_32g", "p100_16g")
+
+
+@pytest.mark.parametrize("gpu", CASES_MD_GPUS)
+def test_every_cases_md_gpu_has_a_cluster_preset(gpu: str) -> None:
+    system = cluster_for(gpu)
+    assert system["accelerator"]["name"] == gpu
+    assert system["calibration"]["gemm_efficiency_max"] > 0
+
+
+def _row(gpu: str, precision: str) -> dict[str, str]:
+    return {"case_id": f"small_{gpu}_{precision}", "gpu": gpu, "gpus_per_node": "64",
+            "num_gpus": "64", "scaleout_gbps_per_gpu": "400", "num_layers": "8",
+            "hidden_size": "4096", "num_heads": "32", "num_kv_heads": "8",
+            "ffn_hidden_size": "14336", "seq_len": "8192", "vocab_size": "128256",
+            "global_batch": "64", "micro_batch": "1", "tp": "4", "pp": "1", "dp": "16",
+            "vp": "1", "cp": "1", "ep": "1", "sequence_parallel": "true",
+            "recompute": "selective", "precision": precision, "zero_stage": "1",
+            "dp_overlap": "true", "tp_comm_overlap": "false"}
+
+
+@pytest.mark.parametrize("gpu", ["gb200", "gb300"])
+def test_blackwell_rack_predicts_every_precision(gpu: str) -> None:
+    times = {}
+    for precision in ("bf16", "fp8", "fp4"):
+        out = predict(_row(gpu, precision))
+        assert out["status"] == "ok", out
+        times[precision] = float(out["iter_time_s"])
+    assert times["bf16"] > times["fp8"] > times["fp4"]
+    assert times["bf16"] / times["fp8"] < 2.0
+    system = build_case(_row(gpu, "fp4"))[2]
+    assert system.accelerator.peak_tflops_fp4 > system.accelerator.peak_tflops_fp8

@@ -1,0 +1,158 @@
+"""The condensed transformer build (runs, no node objects) against the node-by-node reference.
+
+``build_transformer`` emits chains of runs (:mod:`simcore.ir.runs`); ``build_transformer_nodes``
+is the original generator, one node per op, compiled by ``compile_plan``. For many plans
+(interleaved, SP, CP, MoE/EP, ZeRO 0-3, recompute, uneven splits, TP overlap, no DP overlap)
+the compiled arrays and the evaluated metrics must be bit-identical, with both fidelities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from simcore.api import check_structure
+from simcore.engine.evaluate import CompiledWorkload, compile_workload, evaluate_times
+from simcore.fidelity import REGISTRY
+from simcore.hardware.batch import SystemBatch
+from simcore.ir.graph import LazyGraph
+from simcore.specs.parallel import ParallelSpec
+from simcore.specs.system import SystemSpec
+from simcore.workloads.pipeline import stage_program, stage_program_arrays
+from simcore.workloads.transformer.generator import build_transformer, build_transformer_nodes
+from simcore.workloads.transformer.spec import ModelSpec
+
+DENSE = ModelSpec(name="dense", num_layers=12, hidden_size=1024, num_heads=16, seq_len=1024,
+                  vocab_size=8192)
+MOE = ModelSpec(name="moe", num_layers=8, hidden_size=1024, num_heads=16, seq_len=1024,
+                vocab_size=8192, num_experts=8, top_k=2)
+
+PLANS = [
+    (DENSE, 64, ParallelSpec(tp=4, pp=4, micro_batch=1, global_batch=32)),
+    (DENSE, 64, ParallelSpec(tp=2, pp=4, vp=3, micro_batch=1, global_batch=32,
+                             sequence_parallel=True, recompute="selective", zero_stage=1)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=2, global_batch=16, recompute="full",
+                             zero_stage=2)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=2, global_batch=16, zero_stage=3, dp_overlap=False)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=2, global_batch=16, zero_stage=3)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, global_batch=16, zero_stage=1, dp_overlap=False)),
+    (DENSE, 64, ParallelSpec(tp=2, cp=2, pp=4, global_batch=16, sequence_parallel=True)),
+    (DENSE, 32, ParallelSpec(tp=4, pp=2, global_batch=16, sequence_parallel=True,
+                             tp_comm_overlap=True)),
+    (DENSE, 40, ParallelSpec(tp=2, pp=5, global_batch=20, first_stage_layers=1,
+                             last_stage_layers=2, recompute="full")),
+    (DENSE, 16, ParallelSpec(tp=8, pp=1, global_batch=16, zero_stage=2)),
+    (DENSE, 16, ParallelSpec(tp=1, pp=8, global_batch=16, flash_attention=False)),
+    (DENSE, 8, ParallelSpec(tp=4, pp=2, global_batch=8, first_stage_layers=7)),
+    (DENSE, 2, ParallelSpec(pp=2, global_batch=4)),
+    (MOE, 32, ParallelSpec(tp=2, pp=2, ep=4, global_batch=16, sequence_parallel=True,
+                           zero_stage=1)),
+    (MOE, 32, ParallelSpec(tp=1, pp=4, vp=2, ep=2, global_batch=32, recompute="selective")),
+]
+
+
+def _systems(gpus: int) -> list[SystemSpec]:
+    """Three systems of one structure: scale-out bandwidth and peak FLOP/s varied."""
+    base = SystemSpec(num_gpus=gpus)
+    out = [base]
+    for scale in (0.5, 3.0):
+        acc = replace(base.accelerator, peak_tflops_bf16=base.accelerator.peak_tflops_bf16 * scale)
+        out.append(replace(base, accelerator=acc, scaleout=replace(
+            base.scaleout, bandwidth_GBps=base.scaleout.bandwidth_GBps / scale)))
+    return out
+
+
+def _compiled_pair(model: ModelSpec, gpus: int, plan: ParallelSpec, fidelity: str
+                   ) -> tuple[CompiledWorkload, CompiledWorkload, ParallelSpec]:
+    system = SystemSpec(num_gpus=gpus)
+    par, reason = check_structure(model, plan, system)
+    assert par is not None, reason
+    fid = REGISTRY[fidelity]
+    new = compile_workload(fid.prepare(build_transformer(model, par, system.gpus_per_node)))
+    old = compile_workload(fid.prepare(build_transformer_nodes(model, par,
+                                                               system.gpus_per_node)))
+    return new, old, par
+
+
+def _same_csr(a: object, b: object) -> None:
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert a.shape == b.shape  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("model", "gpus", "plan"), PLANS, ids=[f"p{i}" for i in range(len(PLANS))])
+def test_condensed_build_compiles_to_the_same_arrays(model: ModelSpec, gpus: int,
+                                                     plan: ParallelSpec) -> None:
+    new, old, _ = _compiled_pair(model, gpus, plan, "calibrated")
+    assert isinstance(new.workload.graph, LazyGraph)
+    assert not new.workload.graph.materialized  # scheduling never built the nodes
+    assert new.ops.templates == old.ops.templates
+    assert new.workload.in_flight == old.workload.in_flight
+    assert new.ops.template_names == old.ops.template_names
+    _same_csr(new.seg_counts, old.seg_counts)
+    for name in ("seg_stage", "stage_counts", "overlap_counts", "template_kind"):
+        np.testing.assert_array_equal(getattr(new, name), getattr(old, name))
+    pn, po = new.plan, old.plan
+    for name in ("seg_chain", "chain_seg_ptr", "level_pos"):
+        np.testing.assert_array_equal(getattr(pn, name), getattr(po, name))
+    assert len(pn.levels) == len(po.levels)
+    for a, b in zip(pn.levels, po.levels, strict=True):
+        for name in ("chains", "pred_segs", "seg", "pred_chains"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    for a, b in zip(pn.steps, po.steps, strict=True):
+        assert (a.lo, a.hi, a.k) == (b.lo, b.hi, b.k)
+        np.testing.assert_array_equal(a.pred_segs, b.pred_segs)
+    for a, b in zip(new.compute_chains, old.compute_chains, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(new.comm_chains, old.comm_chains, strict=True):
+        assert list(a) == list(b)
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+    # the node level, built on demand, is the reference's (same chain numbering)
+    np.testing.assert_array_equal(pn.order, po.order)
+    np.testing.assert_array_equal(pn.seg_ptr, po.seg_ptr)
+    assert new.workload.graph.num_nodes == old.workload.graph.num_nodes
+
+
+@pytest.mark.parametrize("fidelity", sorted(REGISTRY))
+@pytest.mark.parametrize(("model", "gpus", "plan"), PLANS[:9] + PLANS[11:],
+                         ids=[f"p{i}" for i in [*range(9), *range(11, len(PLANS))]])
+def test_condensed_build_evaluates_bit_identically(model: ModelSpec, gpus: int,
+                                                   plan: ParallelSpec, fidelity: str) -> None:
+    new, old, par = _compiled_pair(model, gpus, plan, fidelity)
+    systems = _systems(gpus)
+    fid = REGISTRY[fidelity]
+    sb = SystemBatch.from_specs(systems)
+    slow = fid.overlap_slowdown(sb)
+    tn = fid.durations(new, sb, systems, par)
+    to = fid.durations(old, sb, systems, par)
+    np.testing.assert_array_equal(tn, to)
+    a, b = evaluate_times(new, tn, slow), evaluate_times(old, to, slow)
+    for name in ("iteration_time_s", "compute_s", "bubble_s"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert list(a.exposed_by_kind) == list(b.exposed_by_kind)
+    for k in a.exposed_by_kind:
+        np.testing.assert_array_equal(a.exposed_by_kind[k], b.exposed_by_kind[k])
+
+
+@pytest.mark.parametrize(("pp", "vp"), [(1, 1), (2, 1), (4, 1), (8, 1), (2, 2), (4, 3), (3, 2)])
+def test_stage_program_arrays_is_the_program(pp: int, vp: int) -> None:
+    for m in (1, 2, pp, 2 * pp, 3 * pp + (1 if vp == 1 else 0)):
+        if vp > 1 and m % pp:
+            continue
+        for s in range(pp):
+            fwd, mb, chunk = stage_program_arrays(s, pp, vp, m)
+            want = [tuple(op) for op in stage_program(s, pp, vp, m)]
+            assert list(zip(fwd.tolist(), mb.tolist(), chunk.tolist(), strict=True)) == want
+
+
+def test_compiled_condensed_workload_pickles_with_its_nodes() -> None:
+    import pickle
+
+    model, gpus, plan = PLANS[1]
+    new, old, _ = _compiled_pair(model, gpus, plan, "calibrated")
+    back = pickle.loads(pickle.dumps(new))
+    np.testing.assert_array_equal(back.plan.order, old.plan.order)
+    assert back.workload.graph.num_nodes == old.workload.graph.num_nodes
