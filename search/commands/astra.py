@@ -17,6 +17,7 @@ from simcore.emulator.inputs import (
     read_system,
 )
 from simcore.emulator.load import read_programs
+from simcore.emulator.network import BACKENDS
 from simcore.emulator.run import simulate_astra
 
 
@@ -27,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--network", required=True, help="analytical network YAML")
     parser.add_argument("--remote-memory", help="remote-memory JSON")
     parser.add_argument("--comm-group", help='communicator-group JSON ("empty" = none)')
-    parser.add_argument("--network-backend", choices=("unaware", "aware"), default="unaware")
+    parser.add_argument("--network-backend", choices=tuple(BACKENDS), default="unaware")
     return parser
 
 
