@@ -66,7 +66,7 @@ def _export(args: argparse.Namespace) -> int:
     from simcore.errors import InputError
     from simcore.fidelity.astra.export_system import network_yaml, system_json
     from simcore.hardware import SystemBatch
-    from simcore.traces.chakra.export import write_comm_groups, write_traces
+    from simcore.traces.chakra.export import write_comm_groups, write_files, write_traces
     from simcore.workloads import family_of
     from simcore.workloads.layout import RankLayout
 
@@ -77,15 +77,21 @@ def _export(args: argparse.Namespace) -> int:
     cw = compiled_workload(model, parallel, system)
     seconds = template_durations(cw, SystemBatch.from_specs([system]), par.precision)[:, 0]
     layout = RankLayout.of(par, system.gpus_per_node)
-    traces, groups = family_of(model).export_traces(cw.workload, layout, np.asarray(seconds) * 1e6)
+    family = family_of(model)
     out = str(args.out)
-    paths = write_traces(out, [traces[r] for r in range(len(traces))])
+    export_files = getattr(family, "export_files", None)  # the fast path of a family that has one
+    if export_files is not None:
+        files, nodes, groups = export_files(cw.workload, layout, np.asarray(seconds) * 1e6)
+        paths = write_files(out, files)
+    else:
+        traces, groups = family.export_traces(cw.workload, layout, np.asarray(seconds) * 1e6)
+        paths = write_traces(out, [traces[r] for r in range(len(traces))])
+        nodes = sum(t.num_nodes for t in traces.values())
     write_comm_groups(f"{out}.comm_groups.json", groups)
     Path(f"{out}.system.json").write_text(json.dumps(system_json(system), indent=1) + "\n")
     Path(f"{out}.network.yml").write_text(network_yaml(system))
     Path(f"{out}.remote_memory.json").write_text(
         json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n")
-    nodes = sum(t.num_nodes for t in traces.values())
     print(f"wrote {len(paths)} ET files ({nodes} nodes) {out}.<rank>.et, {len(groups)} comm groups; "
           f"run: simsweep astra --workload {out} --system {out}.system.json "
           f"--network {out}.network.yml --remote-memory {out}.remote_memory.json "
