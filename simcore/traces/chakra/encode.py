@@ -18,7 +18,7 @@ from simcore.traces.chakra.schema import WIRE_OF_KIND, AttrKind
 from simcore.traces.chakra.trace import AttrTable, EtTrace
 
 __all__ = ["encode_attr", "encode_attr_value", "encode_metadata_fields", "encode_node_fields",
-           "encode_record", "encode_trace", "varint"]
+           "encode_record", "encode_record_field", "encode_trace", "varint"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -130,6 +130,12 @@ def encode_record(message: bytes) -> bytes:
     return varint(len(message)) + message
 
 
+def encode_record_field(attr: bytes) -> bytes:
+    """An encoded attribute as the ``attr`` field of a ``Node`` (what :func:`encode_node_fields`
+    appends for each of its ``attrs``)."""
+    return _len_field(0x52, attr)
+
+
 def encode_node_fields(
     node_id: int, name: str, node_type: int, *, ctrl_deps: Sequence[int] = (),
     data_deps: Sequence[int] = (), duration_micros: int = 0, attrs: Sequence[bytes] = (),
@@ -142,7 +148,7 @@ def encode_node_fields(
              b"\x18" + varint(node_type) if node_type else b"",
              _packed_ints(0x22, ctrl_deps), _packed_ints(0x2A, data_deps),
              b"\x38" + varint(duration_micros) if duration_micros else b""]
-    parts.extend(_len_field(0x52, a) for a in attrs)
+    parts.extend(encode_record_field(a) for a in attrs)
     return b"".join(parts)
 
 

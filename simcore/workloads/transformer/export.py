@@ -27,7 +27,7 @@ RECV gets ``N + index``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +42,7 @@ from simcore.traces.chakra.encode import (
     encode_metadata_fields,
     encode_node_fields,
     encode_record,
+    encode_record_field,
 )
 from simcore.traces.chakra.schema import NodeType
 from simcore.traces.chakra.trace import EtTrace
@@ -258,8 +259,36 @@ def _attr(name: str, value: AttrValue) -> bytes:
     return encode_attr(name, int(kind), raw, payload)
 
 
-def _attrs(items: dict[str, AttrValue]) -> tuple[bytes, ...]:
+def _attrs(items: Mapping[str, AttrValue]) -> tuple[bytes, ...]:
     return tuple(_attr(k, v) for k, v in items.items())
+
+
+class _VarNode:
+    """A node whose attributes are fixed except one (``name`` = the slot's value): its bytes
+    before and after that attribute are encoded once, the attribute per value."""
+
+    def __init__(self, node_id: int, name: str, node_type: int, ctrl: list[int], deps: list[int],
+                 before: Mapping[str, AttrValue], var: str, after: Mapping[str, AttrValue],
+                 as_str: bool = False) -> None:
+        self.head = encode_node_fields(node_id, name, node_type, ctrl_deps=ctrl, data_deps=deps,
+                                       attrs=_attrs(before))
+        self.tail = b"".join(encode_record_field(a) for a in _attrs(after))
+        self.var, self.as_str = var, as_str
+
+    def __call__(self, value: int) -> bytes:
+        attr = encode_record_field(_attr(self.var, str(value) if self.as_str else value))
+        return encode_record(self.head + attr + self.tail)
+
+
+@dataclass(frozen=True)
+class _Either:
+    """A collective's node: ``alone`` (a COMP node) for communicator 0, else ``coll(gid)``."""
+
+    alone: bytes
+    coll: _VarNode
+
+    def __call__(self, gid: int) -> bytes:
+        return self.coll(gid) if gid else self.alone
 
 
 @dataclass(frozen=True)
@@ -277,17 +306,11 @@ def _stage_layout(s: int, stage_ops: list[_Op], incoming: list[_Op], n: int
     gpu = _attrs(_GPU)
     parts: list[bytes | _Slot] = []
     alias: dict[int, list[int]] = {}
-
-    def node(*args: object, **kw: object) -> bytes:
-        return encode_record(encode_node_fields(*args, **kw))  # type: ignore[arg-type]
-
+    recv_t, send_t = int(NodeType.COMM_RECV_NODE), int(NodeType.COMM_SEND_NODE)
     for op in incoming:
         size, src_stage = int(round(dict(op.attrs)["comm_size"])), int(dict(op.attrs)["src_stage"])
-
-        def recv(src: int, op: _Op = op, size: int = size) -> bytes:
-            return node(n + op.index, f"{op.name}_recv", int(NodeType.COMM_RECV_NODE), attrs=_attrs({
-                "is_cpu_op": False, "comm_size": size, "comm_src": src, "comm_tag": op.index}))
-
+        recv = _VarNode(n + op.index, f"{op.name}_recv", recv_t, [], [],
+                        {"is_cpu_op": False, "comm_size": size}, "comm_src", {"comm_tag": op.index})
         parts.append(_Slot(("peer", src_stage), recv))
         alias[op.index] = [n + op.index]
     here = {op.index for op in stage_ops}
@@ -297,45 +320,26 @@ def _stage_layout(s: int, stage_ops: list[_Op], incoming: list[_Op], n: int
         ctrl = [prev] if prev >= 0 and prev not in deps else []
         a = dict(op.attrs)
         if op.kind == "comp":
-            parts.append(node(op.index, op.name, int(NodeType.COMP_NODE), ctrl_deps=ctrl, data_deps=deps,
-                              duration_micros=op.micros, attrs=gpu))
+            parts.append(encode_record(encode_node_fields(
+                op.index, op.name, int(NodeType.COMP_NODE), ctrl_deps=ctrl, data_deps=deps,
+                duration_micros=op.micros, attrs=gpu)))
             continue
-        size = int(round(a["comm_size"]))
+        fixed: dict[str, AttrValue] = {"is_cpu_op": False, "comm_size": int(round(a["comm_size"]))}
         if op.kind == "coll":
-            comm_type = int(a["comm_type"])
-
-            def coll(gid: int, op: _Op = op, deps: list[int] = deps, ctrl: list[int] = ctrl,
-                     size: int = size, comm_type: int = comm_type) -> bytes:
-                if gid == 0:  # a group of one: nothing to communicate
-                    return node(op.index, op.name, int(NodeType.COMP_NODE), ctrl_deps=ctrl, data_deps=deps,
-                                attrs=gpu)
-                return node(op.index, op.name, int(NodeType.COMM_COLL_NODE), ctrl_deps=ctrl, data_deps=deps,
-                            attrs=_attrs({"is_cpu_op": False, "comm_size": size, "comm_type": comm_type,
-                                          "pg_name": str(gid)}))
-
-            parts.append(_Slot(("group", op.group), coll))
+            alone = encode_record(encode_node_fields(  # a group of one: nothing to communicate
+                op.index, op.name, int(NodeType.COMP_NODE), ctrl_deps=ctrl, data_deps=deps, attrs=gpu))
+            coll = _VarNode(op.index, op.name, int(NodeType.COMM_COLL_NODE), ctrl, deps,
+                            {**fixed, "comm_type": int(a["comm_type"])}, "pg_name", {}, as_str=True)
+            parts.append(_Slot(("group", op.group), _Either(alone, coll)))
         elif op.kind == "pp_send":
-            def send(dst: int, op: _Op = op, deps: list[int] = deps, ctrl: list[int] = ctrl,
-                     size: int = size) -> bytes:
-                return node(op.index, op.name, int(NodeType.COMM_SEND_NODE), ctrl_deps=ctrl, data_deps=deps,
-                            attrs=_attrs({"is_cpu_op": False, "comm_size": size, "comm_dst": dst,
-                                          "comm_tag": op.index}))
-
+            send = _VarNode(op.index, op.name, send_t, ctrl, deps, fixed, "comm_dst", {"comm_tag": op.index})
             parts.append(_Slot(("peer", int(a["peer"])), send))
         else:  # cp ring step: send to the next cp rank, receive from the previous one
-            def kv_send(dst: int, op: _Op = op, deps: list[int] = deps, ctrl: list[int] = ctrl,
-                        size: int = size) -> bytes:
-                return node(op.index, op.name + "_send", int(NodeType.COMM_SEND_NODE), ctrl_deps=ctrl,
-                            data_deps=deps, attrs=_attrs({"is_cpu_op": False, "comm_size": size,
-                                                          "comm_dst": dst, "comm_tag": op.index}))
-
-            def kv_recv(src: int, op: _Op = op, deps: list[int] = deps, size: int = size) -> bytes:
-                return node(n + op.index, op.name + "_recv", int(NodeType.COMM_RECV_NODE), data_deps=deps,
-                            attrs=_attrs({"is_cpu_op": False, "comm_size": size, "comm_src": src,
-                                          "comm_tag": op.index}))
-
-            parts.append(_Slot(("cp", 1), kv_send))
-            parts.append(_Slot(("cp", -1), kv_recv))
+            tag = {"comm_tag": op.index}
+            parts.append(_Slot(("cp", 1), _VarNode(op.index, op.name + "_send", send_t, ctrl, deps,
+                                                   fixed, "comm_dst", tag)))
+            parts.append(_Slot(("cp", -1), _VarNode(n + op.index, op.name + "_recv", recv_t, [], deps,
+                                                    fixed, "comm_src", tag)))
             alias[op.index] = [op.index, n + op.index]
     return _merge_runs(parts)
 
