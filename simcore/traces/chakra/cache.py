@@ -154,18 +154,19 @@ def store_many(paths: list[str], traces: list[EtTrace]) -> None:
     file = _bundle_file(keys)
     if file is None:
         return
-    blobs = [_serialize(t, real, stamp) for t, (real, stamp) in zip(traces, keys, strict=True)]
-    head = 16 + 8 * (len(blobs) + 1)
+    head = 16 + 8 * (len(traces) + 1)
     bounds = [head]
-    for blob in blobs:
-        bounds.append(bounds[-1] + len(blob))
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(_BUNDLE_MAGIC + struct.pack(f"<{len(blobs) + 2}Q", len(blobs), *bounds))
-            for blob in blobs:
+        with os.fdopen(fd, "wb") as fh:  # blobs streamed (one in memory at a time), offsets last
+            fh.write(bytes(head))
+            for trace, (real, stamp) in zip(traces, keys, strict=True):
+                blob = _serialize(trace, real, stamp)
                 fh.write(blob)
+                bounds.append(bounds[-1] + len(blob))
+            fh.seek(0)
+            fh.write(_BUNDLE_MAGIC + struct.pack(f"<{len(bounds) + 1}Q", len(traces), *bounds))
         os.replace(tmp, file)
     except OSError:
         return
