@@ -17,7 +17,16 @@ TP 8 x PP 8, 2-D unaware network and 1-D aware network) the same way, against AS
 cost on it from that README (16.6 s wall / 16.3 s CPU unaware, 29.6 s wall / 24.6 s CPU aware);
 the speed-up is CPU time over CPU time (this machine is shared, so wall time is noisier).
 
-Usage: python scripts/bench_astra.py [--inputs DIR] [--export256 DIR] [--repeat 3]
+A fourth table does the same on a 1,024-NPU export (GPT-3 175B, DP 8 x TP 8 x PP 16, 2-D [Switch 8,
+Switch 128] unaware, and the same trace on a 1-D Switch 1024 network for the aware backend, made
+from the first dimension as ``system.gpus_per_node=1024`` would), written by ``simsweep chakra
+export`` into ``--export1024`` if that folder holds no trace yet; ASTRA-sim's cost at 1,024 NPUs
+(about 101 s / 212 s CPU unaware / aware) is the issue's measurement on this machine kind, not a
+run of this exact export, so no NPU is checked there. ``--large`` adds 4,096- and 16,384-NPU
+exports (DP 32 / 128, TP 8, PP 16): the export's own time and the unaware run's, cold and warm.
+
+Usage: python scripts/bench_astra.py [--inputs DIR] [--export256 DIR] [--export1024 DIR] [--repeat 3]
+       [--only-export] [--large]
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import argparse
 import csv
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,12 +56,17 @@ EXPORT256_CASES = {
     "unaware": ("system.json", "network.yml", "expected_unaware.csv", 16.6, 16.3),
     "aware": ("system_1d.json", "network_1d.yml", "expected_aware_1d.csv", 29.6, 24.6),
 }
+# NPUs -> chakra export overrides (GPT-3 175B, TP 8, PP 16, micro-batch 2, 8 micro-batches per replica)
+EXPORTS = {n: ["workload=gpt3_175b", "system=dgx_a100_80g", "parallel.sequence_parallel=false",
+               f"system.num_gpus={n}", "parallel.tp=8", "parallel.pp=16",
+               f"parallel.global_batch={n // 8}", "parallel.micro_batch=2"] for n in (1024, 4096, 16384)}
+ASTRA_1024_CPU_S = {"unaware": 101.0, "aware": 212.0}  # issue's measurement, this machine kind
 LINE = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
 
 
-def _run(inputs: Path, backend: str, cache_dir: str, system: str = "system.json", network: str = "network.yml"
-         ) -> tuple[float, float, dict[int, tuple[int, int]], float]:
-    cmd = [sys.executable, "-m", "search.cli", "astra", "--workload", str(inputs / "workload"),
+def _run(inputs: Path, backend: str, cache_dir: str, system: str = "system.json", network: str = "network.yml",
+         workload: str = "workload") -> tuple[float, float, dict[int, tuple[int, int]], float]:
+    cmd = [sys.executable, "-m", "search.cli", "astra", "--workload", str(inputs / workload),
            "--system", str(inputs / system), "--network", str(inputs / network),
            "--remote-memory", str(inputs / "remote_memory.json"), "--comm-group", str(inputs / "comm_groups.json"),
            "--network-backend", backend]
@@ -73,28 +88,108 @@ def _run(inputs: Path, backend: str, cache_dir: str, system: str = "system.json"
 
 def _export_table(inputs: Path, repeat: int) -> None:
     """The 256-NPU export, both backends, cold and warm, against ASTRA-sim's CPU time."""
-    print(f"\nsimsweep's GPT-3 175B export, 256 NPUs ({inputs}); median of {repeat} fresh-process runs")
-    print(f"{'backend':<8} {'ET cache':<8} {'wall s':>7} {'CPU s':>6} {'ASTRA-sim CPU s':>15} {'speed-up (CPU)':>14} "
-          f"{'exact NPUs':>10}")
+    cases = []
     for backend, (system, network, expected_file, _, astra_cpu) in EXPORT256_CASES.items():
         with open(inputs / expected_file) as fh:
             expected = {int(r["npu"]): (int(r["finish_cycles"]), int(r["exposed_comm_cycles"]))
                         for r in csv.DictReader(fh)}
+        cases.append((backend, system, network, "workload", astra_cpu, expected))
+    _cold_warm_table(f"simsweep's GPT-3 175B export, 256 NPUs ({inputs})", inputs, cases, repeat)
+
+
+def _cold_warm_table(title: str, inputs: Path, cases: list[tuple[str, str, str, str, float,
+                                                                  dict[int, tuple[int, int]] | None]],
+                     repeat: int) -> None:
+    """Fresh-process runs, cold and warm ET cache, CPU time against ASTRA-sim's CPU time."""
+    print(f"\n{title}; median of {repeat} fresh-process runs")
+    print(f"{'backend':<8} {'ET cache':<8} {'wall s':>7} {'CPU s':>6} {'ASTRA-sim CPU s':>15} {'speed-up (CPU)':>14} "
+          f"{'exact NPUs':>10}")
+    for backend, system, network, workload, astra_cpu, expected in cases:
         for mode in ("cold", "warm"):
             walls, cpus = [], []
             with tempfile.TemporaryDirectory(prefix="simsweep_et_") as warm_dir:
                 if mode == "warm":
-                    _run(inputs, backend, warm_dir, system, network)
+                    _run(inputs, backend, warm_dir, system, network, workload)
                 for _ in range(repeat):
                     with tempfile.TemporaryDirectory(prefix="simsweep_et_") as cold_dir:
                         wall, _, got, cpu = _run(inputs, backend, cold_dir if mode == "cold" else warm_dir,
-                                                 system, network)
+                                                 system, network, workload)
                     walls.append(wall)
                     cpus.append(cpu)
-            exact = sum(got.get(n) == expected[n] for n in expected)
+            exact = "-" if expected is None else f"{sum(got.get(n) == expected[n] for n in expected)}/{len(expected)}"
             cpu = statistics.median(cpus)
             print(f"{backend:<8} {mode:<8} {statistics.median(walls):7.2f} {cpu:6.2f} {astra_cpu:15.1f} "
-                  f"{astra_cpu / cpu:13.1f}x {exact:>6}/{len(expected)}")
+                  f"{astra_cpu / cpu:13.1f}x {exact:>10}")
+
+
+def _export(folder: Path, npus: int) -> tuple[float, float]:
+    """``simsweep chakra export`` of :data:`EXPORTS` ``[npus]`` into ``folder`` (skipped if there);
+    returns its (wall, CPU) seconds (0, 0 when skipped). Adds 1-D aware system/network files."""
+    if not (folder / "workload.0.et").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "search.cli", "chakra", "export", "--out", str(folder / "workload"),
+               *EXPORTS[npus]]
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"chakra export of {npus} NPUs failed")
+        cost = (wall, usage.ru_utime + usage.ru_stime)
+    else:
+        cost = (0.0, 0.0)
+    for name in ("system.json", "network.yml", "remote_memory.json", "comm_groups.json"):
+        src = folder / f"workload.{name}"
+        if src.exists() and not (folder / name).exists():
+            shutil.copy(src, folder / name)
+    _one_dimension(folder)
+    return cost
+
+
+def _one_dimension(folder: Path) -> None:
+    """``system_1d.json`` / ``network_1d.yml``: the first dimension's link over all NPUs (Switch)."""
+    import json
+
+    import yaml
+
+    net = yaml.safe_load((folder / "network.yml").read_text())
+    npus = 1
+    for k in net["npus_count"]:
+        npus *= int(k)
+    (folder / "network_1d.yml").write_text(
+        f"topology: [ Switch ]\nnpus_count: [ {npus} ]\nbandwidth: [ {net['bandwidth'][0]} ]\n"
+        f"latency: [ {net['latency'][0]} ]\n")
+    system = json.loads((folder / "system.json").read_text())
+    for key, value in system.items():
+        if key.endswith("-implementation") and isinstance(value, list):
+            system[key] = value[:1]
+    (folder / "system_1d.json").write_text(json.dumps(system, indent=1) + "\n")
+
+
+def _export1024_table(folder: Path, repeat: int) -> None:
+    wall, cpu = _export(folder, 1024)
+    if wall:
+        print(f"\nexported 1,024 NPUs into {folder}: {wall:.1f} s wall, {cpu:.1f} s CPU")
+    cases = [("unaware", "system.json", "network.yml", "workload", ASTRA_1024_CPU_S["unaware"], None),
+             ("aware", "system_1d.json", "network_1d.yml", "workload", ASTRA_1024_CPU_S["aware"], None)]
+    _cold_warm_table(f"GPT-3 175B export, 1,024 NPUs ({folder}); ASTRA-sim's CPU time: the issue's "
+                     "measurement at 1,024 NPUs", folder, cases, repeat)
+
+
+def _large_table(base: Path) -> None:
+    """4,096 and 16,384 NPUs: the export's time and one unaware run, cold then warm."""
+    print(f"\nlarge exports (unaware, one fresh-process run each; folders under {base})")
+    print(f"{'NPUs':>6} {'export wall s':>13} {'export CPU s':>12} {'cold wall s':>11} {'cold CPU s':>10} "
+          f"{'warm wall s':>11} {'warm CPU s':>10} {'NPUs printed':>12}")
+    for npus in (4096, 16384):
+        folder = base / f"gpt3_{npus}"
+        ewall, ecpu = _export(folder, npus)
+        with tempfile.TemporaryDirectory(prefix="simsweep_et_") as cache:
+            cwall, _, got, ccpu = _run(folder, "unaware", cache)
+            wwall, _, got, wcpu = _run(folder, "unaware", cache)
+        print(f"{npus:>6} {ewall:13.1f} {ecpu:12.1f} {cwall:11.1f} {ccpu:10.1f} {wwall:11.1f} {wcpu:10.1f} "
+              f"{len(got):>12}")
 
 
 def _expected(inputs: Path, backend: str) -> dict[int, tuple[int, int]]:
@@ -106,11 +201,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", type=Path, default=DEFAULT)
     parser.add_argument("--export256", type=Path, default=EXPORT256)
+    parser.add_argument("--export1024", type=Path, default=Path(tempfile.gettempdir()) / "simsweep_gpt3_1024",
+                        help="folder of the 1,024-NPU export (written there if absent)")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only-export", action="store_true", help="run only the 256-NPU export table")
+    parser.add_argument("--only-export", action="store_true", help="run only the export tables")
+    parser.add_argument("--large", action="store_true", help="also the 4,096- and 16,384-NPU exports")
     args = parser.parse_args()
     if args.only_export:
-        _export_table(args.export256, args.repeat)
+        if args.export256.is_dir():
+            _export_table(args.export256, args.repeat)
+        _export1024_table(args.export1024, args.repeat)
+        if args.large:
+            _large_table(args.export1024.parent)
         return 0
     rows = []
     for backend in ("unaware", "aware"):
@@ -141,6 +243,9 @@ def main() -> int:
     _in_process(args.inputs, args.repeat)
     if args.export256.is_dir():
         _export_table(args.export256, args.repeat)
+    _export1024_table(args.export1024, args.repeat)
+    if args.large:
+        _large_table(args.export1024.parent)
     return 0
 
 

@@ -44,7 +44,9 @@ __all__ = [
     "trace_model",
     "write_collective",
     "write_step",
+    "network_backends",
     "write_comm_groups",
+    "write_workload",
     "write_traces",
 ]
 
@@ -100,6 +102,47 @@ def import_execution_trace(*args: Any, **kwargs: Any) -> Any:
     from simcore.traces.pytorch.api import import_execution_trace as _import
 
     return _import(*args, **kwargs)
+
+
+def write_workload(out: str, model: Any, parallel: Any, system: Any
+                   ) -> tuple[list[Any], int, dict[int, tuple[int, ...]]]:
+    """Write the configured workload as ``<out>.<rank>.et`` (one Chakra ET per rank; compute
+    durations are the direct simulation's) through its family's exporter, using the family's
+    fast file path (``export_files``: each distinct node encoded once) where it has one.
+
+    Returns:
+        (paths written, total nodes, communicator groups).
+    """
+    from simcore.api import check_structure, compiled_workload
+    from simcore.engine.evaluate import template_durations
+    from simcore.errors import InputError
+    from simcore.hardware import SystemBatch
+    from simcore.traces.chakra.export import write_files
+    from simcore.workloads import family_of
+    from simcore.workloads.layout import RankLayout
+
+    par, reason = check_structure(model, parallel, system)
+    if par is None:
+        raise InputError("structure", model.name, reason)
+    cw = compiled_workload(model, parallel, system)
+    micros = np.asarray(template_durations(cw, SystemBatch.from_specs([system]),
+                                           par.precision)[:, 0]) * 1e6
+    layout = RankLayout.of(par, system.gpus_per_node)
+    family = family_of(model)
+    export_files = getattr(family, "export_files", None)
+    if export_files is not None:
+        files, nodes, groups = export_files(cw.workload, layout, micros)
+        return list(write_files(out, files)), int(nodes), groups
+    traces, groups = family.export_traces(cw.workload, layout, micros)
+    paths = write_traces(out, [traces[r] for r in range(len(traces))])
+    return list(paths), sum(t.num_nodes for t in traces.values()), groups
+
+
+def network_backends() -> tuple[str, ...]:
+    """The names of the emulator's network backends (``simsweep astra --network-backend``)."""
+    from simcore.emulator.network import BACKENDS
+
+    return tuple(BACKENDS)
 
 
 def astra_system_files(system: Any) -> tuple[dict[str, Any], str]:

@@ -59,24 +59,17 @@ def _show(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from search.config.build import build_specs
     from search.config.compose import compose
-    from simcore.formats import (
-        astra_system_files,
-        workload_traces,
-        write_comm_groups,
-        write_traces,
-    )
+    from simcore.formats import astra_system_files, write_comm_groups, write_workload
 
     model, parallel, system = build_specs(compose(list(args.overrides)))
-    traces, groups = workload_traces(model, parallel, system)
     system_json, network_yaml = astra_system_files(system)
     out = str(args.out)
-    paths = write_traces(out, [traces[r] for r in range(len(traces))])
+    paths, nodes, groups = write_workload(out, model, parallel, system)
     write_comm_groups(f"{out}.comm_groups.json", groups)
     Path(f"{out}.system.json").write_text(json.dumps(system_json, indent=1) + "\n")
     Path(f"{out}.network.yml").write_text(network_yaml)
     Path(f"{out}.remote_memory.json").write_text(
         json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n")
-    nodes = sum(t.num_nodes for t in traces.values())
     print(f"wrote {len(paths)} ET files ({nodes} nodes) {out}.<rank>.et, {len(groups)} comm groups; "
           f"run: simsweep astra --workload {out} --system {out}.system.json "
           f"--network {out}.network.yml --remote-memory {out}.remote_memory.json "

@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from simcore.emulator.network.aware import AwareNetwork
+from simcore.emulator.network import BACKENDS
 from simcore.emulator.network.event_queue import EventQueue
 from simcore.emulator.network.messaging import Messenger
 from simcore.emulator.network.topology import Topology
-from simcore.emulator.network.unaware import UnawareNetwork
 from simcore.emulator.program import RankProgram
 from simcore.emulator.specs import CommGroupsSpec, RemoteMemorySpec, SystemSpec
 
@@ -68,10 +67,6 @@ def make_context(system: SystemSpec, topology: Topology, backend: str, rep: list
     events = EventQueue()
     reps = list(range(topology.npus)) if rep is None else rep
     identity = reps == list(range(topology.npus))
-    network: AwareNetwork | UnawareNetwork
-    if backend == "aware":
-        network = AwareNetwork(topology, events, None if identity else reps.__getitem__)
-    else:
-        network = UnawareNetwork(topology, events)
+    network = BACKENDS[backend](topology, events, None if identity else reps.__getitem__)
     return AstraContext(system, topology, events, Messenger(network), reps,
                         groups or CommGroupsSpec(), remote_memory or RemoteMemorySpec(), backend)

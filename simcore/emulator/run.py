@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcore.emulator.context import AstraContext, make_context
+from simcore.emulator.network import BACKENDS
 from simcore.emulator.network.topology import Topology
 from simcore.emulator.program import NodeType, RankProgram, check_acyclic
 from simcore.emulator.specs import CommGroupsSpec, NetworkSpec, RemoteMemorySpec, SystemSpec
@@ -107,8 +108,8 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
 
     ``custom_loader(prefix, pos)`` supplies custom-algorithm graphs (default: read ``<prefix>.<pos>.et``).
     """
-    if backend not in ("unaware", "aware"):
-        raise InputError("network-backend", backend, "must be unaware or aware")
+    if backend not in BACKENDS:
+        raise InputError("network-backend", backend, f"must be one of {', '.join(BACKENDS)}")
     topology = Topology(network)
     if len(programs) != topology.npus:
         raise InputError("workload", len(programs), f"needs one ET file per NPU ({topology.npus})")

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from simcore.emulator.network.topology import Topology
 from simcore.emulator.program import NodeType, RankProgram
 from simcore.emulator.specs import CommGroupsSpec
+from simcore.traces.chakra._keys import distinct
 from simcore.traces.chakra.et import EtTrace
 
 __all__ = ["representatives"]
@@ -170,12 +171,12 @@ def representatives(programs: Sequence[RankProgram], groups: CommGroupsSpec, top
     sizes = {gid: len(m) for gid, m in members.items()}
     views = _views(programs)
     gids = [v.coll_groups for v in views]
-    if any(int(g) not in members for ids in gids for g in np.unique(ids)):
+    if any(int(g) not in members for ids in gids for g in distinct(ids)):
         return identity  # an unknown group: the workload layer reports it
     peers = [v.peers for v in views]
     if any(((p < 0) | (p >= n)).any() for p in peers):
         return identity
-    used = sorted({int(g) for ids in gids for g in np.unique(ids)})
+    used = sorted({int(g) for ids in gids for g in distinct(ids)})
     ring = {g: np.sort(members[g]) for g in used}
     edge = {}  # group -> (dim to the next member, dim from the previous one) per ring position
     for g in used:
@@ -186,7 +187,7 @@ def representatives(programs: Sequence[RankProgram], groups: CommGroupsSpec, top
     own_edges = []
     for r in range(n):
         codes = np.zeros(len(gids[r]), dtype=np.int64)
-        for g in np.unique(gids[r]).tolist():
+        for g in distinct(gids[r]).tolist():
             if r not in edge[int(g)]:
                 return identity  # a collective of a group the rank is not in: reported when run
             codes[gids[r] == g] = edge[int(g)][r]
@@ -210,8 +211,8 @@ def representatives(programs: Sequence[RankProgram], groups: CommGroupsSpec, top
             break
         classes = int(color.max()) + 1
     for g in used:
-        distinct = np.unique(color[ring[g]]).size
-        if distinct not in (1, ring[g].size):
+        n_distinct = distinct(color[ring[g]]).size
+        if n_distinct not in (1, ring[g].size):
             return identity
     first: dict[int, int] = {}
     return [first.setdefault(int(c), r) for r, c in enumerate(color)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.traces.chakra._keys import categorize
+from simcore.traces.chakra._keys import categorize, distinct
 from simcore.traces.chakra.schema import AttrKind
 from simcore.traces.chakra.trace import AttrTable, StrColumn
 
@@ -86,7 +86,7 @@ def str_columns(table: AttrTable, n: int) -> dict[str, StrColumn]:
     if not is_str.any():
         return out
     owner = table.owner()
-    for code in np.unique(table.name[is_str]):
+    for code in distinct(table.name[is_str]):
         rows = np.flatnonzero(is_str & (table.name == code))
         p = table.payload
         cat, cats = categorize(p.buf, p.start[rows], p.end[rows])

@@ -7,16 +7,24 @@ framing is a short sequential hop from one length prefix to the next; everything
 messages is decoded with numpy for all nodes of *all* files at once (the files are laid end to
 end in one buffer, which amortizes numpy's per-call cost), then split per file. Any malformed
 input raises :class:`InputError` naming the file and the node / byte offset.
+
+Inflate: Intel ISA-L's igzip through ``isal.isal_zlib`` (python-isal) when it is installed,
+~2.5x faster than zlib on these traces (0.05 s vs 0.14 s CPU for the 150 MB of the 64-NPU
+GPT-3 workload; libdeflate and zlib-ng measured 0.06-0.07 s); the standard library's zlib
+otherwise. Both take the same ``decompressobj(wbits)`` interface and produce the same bytes.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from types import ModuleType
+from typing import cast
 
 import numpy as np
 
 from simcore.errors import InputError
+from simcore.traces.chakra._keys import distinct
 from simcore.traces.chakra._wire import PAD_BYTES, WireError, read_varints, walk_fields
 from simcore.traces.chakra.columns import int_columns, str_columns
 from simcore.traces.chakra.fields import NodeColumns, decode_attrs, decode_nodes, select
@@ -29,6 +37,19 @@ __all__ = ["check_nodes", "decode_many", "decode_trace", "decompress"]
 _MAX_TYPE = max(int(t) for t in NodeType)
 
 
+def _inflater() -> tuple[ModuleType, tuple[type[Exception], ...]]:
+    """The fastest available zlib-compatible module and the errors it raises on corrupt input."""
+    try:
+        from isal import isal_zlib
+    except ImportError:  # optional accelerator missing: the standard library inflates
+        return zlib, (zlib.error,)
+    isal_error = cast("type[Exception]", isal_zlib.error)  # typed as an instance in its stub
+    return isal_zlib, (zlib.error, isal_error)
+
+
+_INFLATE, _INFLATE_ERRORS = _inflater()
+
+
 def decompress(raw: bytes, path: str) -> bytes:
     """Return the ET byte stream, gunzipping it if it starts with the gzip magic number."""
     if raw[:2] != b"\x1f\x8b":
@@ -37,12 +58,12 @@ def decompress(raw: bytes, path: str) -> bytes:
     data = raw
     try:
         while data[:2] == b"\x1f\x8b":  # concatenated gzip members, like gzip.open
-            d = zlib.decompressobj(47)
+            d = _INFLATE.decompressobj(47)  # 32 + 15: gzip header, 32 KiB window
             out.append(d.decompress(data))
             if not d.eof:
                 raise InputError(path, f"{len(raw)} bytes", "gzip stream is truncated")
             data = d.unused_data
-    except zlib.error as err:
+    except _INFLATE_ERRORS as err:
         raise InputError(path, f"{len(raw)} bytes", f"corrupt gzip stream ({err})") from None
     return b"".join(out)
 
@@ -162,7 +183,7 @@ def _slice_table(t: AttrTable, lo: int, hi: int) -> AttrTable:
 
 
 def _names_in(t: AttrTable, lo: int, hi: int) -> set[str]:
-    codes = np.unique(t.name[int(t.ptr[lo]) : int(t.ptr[hi])]).tolist()
+    codes = distinct(t.name[int(t.ptr[lo]) : int(t.ptr[hi])]).tolist()
     return {t.names[c] for c in codes}
 
 

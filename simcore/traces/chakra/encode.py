@@ -10,13 +10,15 @@ astra-sim-and-chakra.md §4.1-4.2). Each message is prefixed by its varint32 len
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
 from simcore.traces.chakra.schema import WIRE_OF_KIND, AttrKind
 from simcore.traces.chakra.trace import AttrTable, EtTrace
 
-__all__ = ["encode_attr_value", "encode_trace", "varint"]
+__all__ = ["encode_attr", "encode_attr_value", "encode_metadata_fields", "encode_node_fields",
+           "encode_record", "encode_record_field", "encode_trace", "varint"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -112,6 +114,48 @@ def encode_node(trace: EtTrace, i: int) -> bytes:
         parts.append(_len_field(0x4A, b.outputs.item(i)))
     parts.extend(_len_field(0x52, a) for a in _attr_messages(b.attrs, i))
     return b"".join(parts)
+
+
+def _packed_ints(tag: int, values: Sequence[int]) -> bytes:
+    return _len_field(tag, b"".join(varint(v) for v in values)) if values else b""
+
+
+def encode_attr(name: str, kind: int, raw: int, payload: bytes) -> bytes:
+    """One ``AttributeProto`` (name, no doc, value) as :func:`encode_node` writes it."""
+    return (_len_field(0x0A, name.encode()) if name else b"") + encode_attr_value(kind, raw, payload)
+
+
+def encode_record(message: bytes) -> bytes:
+    """A message with its varint length prefix, as laid end to end in an ET file."""
+    return varint(len(message)) + message
+
+
+def encode_record_field(attr: bytes) -> bytes:
+    """An encoded attribute as the ``attr`` field of a ``Node`` (what :func:`encode_node_fields`
+    appends for each of its ``attrs``)."""
+    return _len_field(0x52, attr)
+
+
+def encode_node_fields(
+    node_id: int, name: str, node_type: int, *, ctrl_deps: Sequence[int] = (),
+    data_deps: Sequence[int] = (), duration_micros: int = 0, attrs: Sequence[bytes] = (),
+) -> bytes:
+    """The ``Node`` message of a node given field by field (no start time, inputs or outputs;
+    ``attrs`` from :func:`encode_attr`): the bytes :func:`encode_node` writes for the same node
+    of a built trace, without building one (the exporter encodes each distinct node once)."""
+    parts = [b"\x08" + varint(node_id) if node_id else b"",
+             _len_field(0x12, name.encode()) if name else b"",
+             b"\x18" + varint(node_type) if node_type else b"",
+             _packed_ints(0x22, ctrl_deps), _packed_ints(0x2A, data_deps),
+             b"\x38" + varint(duration_micros) if duration_micros else b""]
+    parts.extend(encode_record_field(a) for a in attrs)
+    return b"".join(parts)
+
+
+def encode_metadata_fields(version: str, attrs: Sequence[bytes]) -> bytes:
+    """The ``GlobalMetadata`` message from its version and encoded attributes."""
+    msg = _len_field(0x0A, version.encode()) if version else b""
+    return msg + b"".join(_len_field(0x12, a) for a in attrs)
 
 
 def encode_trace(trace: EtTrace) -> bytes:

@@ -25,7 +25,7 @@ SEND/RECV pairs. Node ids are the graph's ``node_ids``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +37,7 @@ from simcore.traces.chakra.build import AttrValue, EtTraceBuilder
 from simcore.traces.chakra.encode import encode_trace
 from simcore.traces.chakra.trace import EtTrace
 
-__all__ = ["graph_to_traces", "write_comm_groups", "write_traces"]
+__all__ = ["graph_to_traces", "write_comm_groups", "write_files", "write_traces"]
 
 _COMM = (NodeKind.COLLECTIVE, NodeKind.SEND, NodeKind.RECV)
 
@@ -117,6 +117,17 @@ def write_traces(prefix: str | Path, traces: Sequence[EtTrace]) -> list[Path]:
         p = Path(f"{prefix}.{r}.et")
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(encode_trace(t))
+        paths.append(p)
+    return paths
+
+
+def write_files(prefix: str | Path, files: Iterable[tuple[int, bytes]]) -> list[Path]:
+    """Write ``<prefix>.<rank>.et`` for each (rank, encoded trace) (creating the folder)."""
+    Path(f"{prefix}.0.et").parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for r, data in files:
+        p = Path(f"{prefix}.{r}.et")
+        p.write_bytes(data)
         paths.append(p)
     return paths
 

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.errors import InputError
+from simcore.traces.chakra._keys import distinct
 from simcore.traces.chakra._wire import WireError, decode_packed_varints, ranges, walk_fields
 from simcore.traces.chakra.columns import scalar_as_float
 from simcore.traces.chakra.schema import AttrKind
@@ -111,5 +112,5 @@ def numeric_list_columns(
 ) -> dict[str, tuple[NDArray[np.int64], NDArray[np.float64]]]:
     """Every numeric/bool list attribute of the table, by name (see :func:`numeric_list_column`)."""
     is_list = np.isin(table.kind, tuple(int(k) for k in _ELEMENT))
-    codes = np.unique(table.name[is_list]).tolist()
+    codes = distinct(table.name[is_list]).tolist()
     return {table.names[c]: numeric_list_column(table, n, table.names[c]) for c in codes}

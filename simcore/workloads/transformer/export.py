@@ -27,7 +27,7 @@ RECV gets ``N + index``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,13 +36,21 @@ from numpy.typing import NDArray
 from simcore.errors import InputError
 from simcore.ir.graph import Graph
 from simcore.ir.ops import COMPUTE
-from simcore.traces.chakra.build import AttrValue, EtTraceBuilder
+from simcore.traces.chakra.build import AttrValue, EtTraceBuilder, encode_value, infer_kind
+from simcore.traces.chakra.encode import (
+    encode_attr,
+    encode_metadata_fields,
+    encode_node_fields,
+    encode_record,
+    encode_record_field,
+)
 from simcore.traces.chakra.schema import NodeType
 from simcore.traces.chakra.trace import EtTrace
 from simcore.workloads.layout import RankLayout
 from simcore.workloads.transformer.generator import TransformerWorkload
 
-__all__ = ["collective_group", "cross_stage", "node_stages", "transformer_to_traces"]
+__all__ = ["collective_group", "cross_stage", "node_stages", "transformer_to_files",
+           "transformer_to_traces"]
 
 _KINDS = ("tp", "dp", "pp", "cp", "ep")
 _GPU: dict[str, AttrValue] = {"is_cpu_op": False}  # a GPU kernel, whatever the feeder's default
@@ -231,3 +239,185 @@ def transformer_to_traces(
     out = {r: _rank_trace(r, lay, by_stage[lay.stage_of(r)], incoming[lay.stage_of(r)],
                           group_of, g.num_nodes) for r in want}
     return out, groups
+
+
+# --- the same files as bytes, each distinct node encoded once ------------------------------------
+# A rank's file differs from the other files of its stage only in a few values: the metadata's
+# rank, the communicator id (pg_name) of each collective, and the peer of each send / receive.
+# Each stage's program is therefore laid out once as fixed bytes and *slots* (a node whose bytes
+# depend on one such value); a rank's file is the fixed bytes joined with each slot's node for
+# the rank's value, encoded once per distinct (node, value). The logic mirrors
+# :func:`_rank_trace` node for node; tests check the bytes equal ``encode_trace`` of its traces.
+
+_META_SCHEMA = "simsweep transformer export"
+_VERSION = "0.0.4"  # EtTraceBuilder's default
+
+
+def _attr(name: str, value: AttrValue) -> bytes:
+    kind = infer_kind(name, value)
+    raw, payload = encode_value(kind, value)
+    return encode_attr(name, int(kind), raw, payload)
+
+
+def _attrs(items: Mapping[str, AttrValue]) -> tuple[bytes, ...]:
+    return tuple(_attr(k, v) for k, v in items.items())
+
+
+class _VarNode:
+    """A node whose attributes are fixed except one (``name`` = the slot's value): its bytes
+    before and after that attribute are encoded once, the attribute per value."""
+
+    def __init__(self, node_id: int, name: str, node_type: int, ctrl: list[int], deps: list[int],
+                 before: Mapping[str, AttrValue], var: str, after: Mapping[str, AttrValue],
+                 as_str: bool = False) -> None:
+        self.head = encode_node_fields(node_id, name, node_type, ctrl_deps=ctrl, data_deps=deps,
+                                       attrs=_attrs(before))
+        self.tail = b"".join(encode_record_field(a) for a in _attrs(after))
+        self.var, self.as_str = var, as_str
+
+    def __call__(self, value: int) -> bytes:
+        attr = encode_record_field(_attr(self.var, str(value) if self.as_str else value))
+        return encode_record(self.head + attr + self.tail)
+
+
+@dataclass(frozen=True)
+class _Either:
+    """A collective's node: ``alone`` (a COMP node) for communicator 0, else ``coll(gid)``."""
+
+    alone: bytes
+    coll: _VarNode
+
+    def __call__(self, gid: int) -> bytes:
+        return self.coll(gid) if gid else self.alone
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """A node whose bytes depend on one per-rank value: ("peer", stage) = the rank of the same
+    (t, c, d) on that stage, ("group", kind) = the rank's communicator id of that kind (0: none),
+    ("cp", step) = the rank ``step`` cp positions away."""
+
+    key: tuple[str, int | str]
+    encode: Callable[[int], bytes]  # the node record for the slot's value
+
+
+def _stage_layout(s: int, stage_ops: list[_Op], incoming: list[_Op], n: int
+                  ) -> list[bytes | _Slot]:
+    gpu = _attrs(_GPU)
+    parts: list[bytes | _Slot] = []
+    alias: dict[int, list[int]] = {}
+    recv_t, send_t = int(NodeType.COMM_RECV_NODE), int(NodeType.COMM_SEND_NODE)
+    for op in incoming:
+        size, src_stage = int(round(dict(op.attrs)["comm_size"])), int(dict(op.attrs)["src_stage"])
+        recv = _VarNode(n + op.index, f"{op.name}_recv", recv_t, [], [],
+                        {"is_cpu_op": False, "comm_size": size}, "comm_src", {"comm_tag": op.index})
+        parts.append(_Slot(("peer", src_stage), recv))
+        alias[op.index] = [n + op.index]
+    here = {op.index for op in stage_ops}
+    for op in stage_ops:
+        deps = sorted({x for dep in op.deps if dep in here or dep in alias for x in alias.get(dep, [dep])})
+        prev = dict(op.after).get(s, -1)
+        ctrl = [prev] if prev >= 0 and prev not in deps else []
+        a = dict(op.attrs)
+        if op.kind == "comp":
+            parts.append(encode_record(encode_node_fields(
+                op.index, op.name, int(NodeType.COMP_NODE), ctrl_deps=ctrl, data_deps=deps,
+                duration_micros=op.micros, attrs=gpu)))
+            continue
+        fixed: dict[str, AttrValue] = {"is_cpu_op": False, "comm_size": int(round(a["comm_size"]))}
+        if op.kind == "coll":
+            alone = encode_record(encode_node_fields(  # a group of one: nothing to communicate
+                op.index, op.name, int(NodeType.COMP_NODE), ctrl_deps=ctrl, data_deps=deps, attrs=gpu))
+            coll = _VarNode(op.index, op.name, int(NodeType.COMM_COLL_NODE), ctrl, deps,
+                            {**fixed, "comm_type": int(a["comm_type"])}, "pg_name", {}, as_str=True)
+            parts.append(_Slot(("group", op.group), _Either(alone, coll)))
+        elif op.kind == "pp_send":
+            send = _VarNode(op.index, op.name, send_t, ctrl, deps, fixed, "comm_dst", {"comm_tag": op.index})
+            parts.append(_Slot(("peer", int(a["peer"])), send))
+        else:  # cp ring step: send to the next cp rank, receive from the previous one
+            tag = {"comm_tag": op.index}
+            parts.append(_Slot(("cp", 1), _VarNode(op.index, op.name + "_send", send_t, ctrl, deps,
+                                                   fixed, "comm_dst", tag)))
+            parts.append(_Slot(("cp", -1), _VarNode(n + op.index, op.name + "_recv", recv_t, [], deps,
+                                                    fixed, "comm_src", tag)))
+            alias[op.index] = [op.index, n + op.index]
+    return _merge_runs(parts)
+
+
+def _merge_runs(parts: list[bytes | _Slot]) -> list[bytes | _Slot]:
+    """Each run of fixed nodes as one bytes object."""
+    merged: list[bytes | _Slot] = []
+    run: list[bytes] = []
+    for p in parts:
+        if isinstance(p, bytes):
+            run.append(p)
+            continue
+        if run:
+            merged.append(b"".join(run))
+            run = []
+        merged.append(p)
+    if run:
+        merged.append(b"".join(run))
+    return merged
+
+
+def transformer_to_files(
+    workload: TransformerWorkload, layout: RankLayout, template_us: NDArray[np.float64],
+) -> tuple[Iterator[tuple[int, bytes]], int, dict[int, tuple[int, ...]]]:
+    """(rank, file bytes) of every rank in order (a generator), the node count, and the groups.
+
+    The bytes are ``encode_trace`` of :func:`transformer_to_traces`'s traces, built without them:
+    each stage is laid out once and each distinct (node, per-rank value) encoded once.
+    """
+    lay = layout
+    ops = _ops(workload, template_us)
+    extra = sorted({op.group for op in ops if op.group.startswith("x")})
+    groups, group_of = _group_ids(lay, extra)
+    g = workload.graph
+    stage = g.rank.astype(np.int64)
+    by_stage: list[list[_Op]] = [[] for _ in range(lay.pp)]
+    incoming: list[list[_Op]] = [[] for _ in range(lay.pp)]
+    for op in ops:
+        for st in op.stages:
+            by_stage[st].append(op)
+        if op.kind == "pp_send":
+            dst = int(dict(op.attrs)["peer"])
+            incoming[dst].append(_Op(op.index, op.kind, op.name, 0, (), op.attrs + (
+                ("src_stage", float(stage[op.index])),)))
+    layouts = [_stage_layout(s, by_stage[s], incoming[s], g.num_nodes) for s in range(lay.pp)]
+    nodes_of_stage = [len(incoming[s]) + sum(2 if op.kind == "cp_kv" else 1 for op in by_stage[s])
+                      for s in range(lay.pp)]
+    total = sum(nodes_of_stage[lay.stage_of(r)] for r in range(lay.num_ranks))
+    schema = _attr("schema", _META_SCHEMA)
+    group_rows = {kind: ids.tolist() for kind, ids in group_of.items()}
+
+    def files() -> Iterator[tuple[int, bytes]]:
+        memo: dict[tuple[int, int], bytes] = {}
+        for r in range(lay.num_ranks):
+            coords = lay.coords(r)
+            values: dict[tuple[str, int | str], int] = {}
+            out = [encode_record(encode_metadata_fields(_VERSION, (schema, _attr("rank", r))))]
+            for part in layouts[coords.pp]:
+                if isinstance(part, bytes):
+                    out.append(part)
+                    continue
+                v = values.get(part.key)
+                if v is None:
+                    what, arg = part.key
+                    if what == "peer":
+                        v = lay.peer(r, int(arg))
+                    elif what == "group":
+                        v = int(group_rows[str(arg)][r]) if arg in group_rows else 0
+                    else:
+                        v = lay.moved(r, "cp", (coords.cp + int(arg)) % lay.cp)
+                    values[part.key] = v
+                if part.key[0] != "group":  # a peer: this rank's own
+                    out.append(part.encode(v))
+                    continue
+                rec = memo.get((id(part), v))  # a communicator: shared by its members
+                if rec is None:
+                    rec = memo[(id(part), v)] = part.encode(v)
+                out.append(rec)
+            yield r, b"".join(out)
+
+    return files(), total, groups

@@ -9,6 +9,7 @@ sequence by ``cp``; experts by ``ep``; every model chunk needs a layer), the gra
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, cast
 
 import numpy as np
@@ -96,3 +97,13 @@ class TransformerFamily:
             raise InputError("workload", type(workload).__name__, "not a transformer workload")
         traces, groups = transformer_to_traces(workload, layout, template_us)
         return dict(traces), groups
+
+    def export_files(self, workload: Workload, layout: RankLayout, template_us: NDArray[np.float64]
+                     ) -> tuple[Iterator[tuple[int, bytes]], int, dict[int, tuple[int, ...]]]:
+        """:func:`~simcore.workloads.transformer.export.transformer_to_files`: the same traces as
+        file bytes, rank by rank, without building them (what ``chakra export`` writes)."""
+        from simcore.workloads.transformer.export import transformer_to_files
+
+        if not isinstance(workload, TransformerWorkload):
+            raise InputError("workload", type(workload).__name__, "not a transformer workload")
+        return transformer_to_files(workload, layout, template_us)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+
 from search.config.build import build_system
 
 CONF = Path(__file__).resolve().parents[3] / "conf"

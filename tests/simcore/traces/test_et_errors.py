@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import zlib
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simcore.errors import InputError
+from simcore.traces.chakra import decode
 from simcore.traces.chakra.et import read_trace
 from tests.shared_paths import GPT3_INPUTS, HAVE_SHARED
 
@@ -72,10 +74,20 @@ def test_dangling_dependency_names_node_and_missing_id(tmp_path: Path) -> None:
     assert "99" in err.rule
 
 
-def test_corrupt_and_truncated_gzip(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inflater", ["isal", "zlib"])
+def test_corrupt_and_truncated_gzip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inflater: str) -> None:
+    """Both inflaters (python-isal when installed, the standard library's zlib otherwise)."""
+    if inflater == "zlib":
+        monkeypatch.setattr(decode, "_INFLATE", zlib)
+        monkeypatch.setattr(decode, "_INFLATE_ERRORS", (zlib.error,))
+    elif decode._INFLATE is zlib:
+        pytest.skip("python-isal is not installed")
     gz = gzip.compress(GOLDEN)
     assert "gzip" in _read(tmp_path, gz[:-12]).rule
     assert "gzip" in _read(tmp_path, gz[:10] + b"\x00" * 40).rule
+    assert "gzip" in _read(tmp_path, gz[:-6] + b"\xff" * 6).rule  # bad CRC / length trailer
+    two_members = gzip.compress(GOLDEN[:100]) + gzip.compress(GOLDEN[100:])
+    assert decode.decompress(two_members, "x") == GOLDEN
 
 
 def test_empty_file(tmp_path: Path) -> None:

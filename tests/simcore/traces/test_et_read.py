@@ -153,3 +153,23 @@ def test_memory_cache_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert 0 < et_cache._memory_bytes[0] <= limit
     assert "w.0.et" not in " ".join(et_cache._MEMORY)
     assert read_trace(tmp_path / "w.0.et").ids.tolist() == [3]  # still served, from disk
+
+
+def test_read_traces_caches_a_workload_in_one_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SIMSWEEP_CACHE_DIR", str(cache))
+    for r in range(5):
+        shutil.copy(GOLDEN, tmp_path / f"w.{r}.et")
+    fresh = read_traces(tmp_path / "w")
+    assert [p.suffix for p in cache.iterdir()] == [".etb"]  # one bundle, no per-file entries
+    et_cache.clear_memory()
+    cached = read_traces(tmp_path / "w")
+    assert [t.path for t in cached] == [t.path for t in fresh]
+    assert all(c is not f and c.ids.tolist() == f.ids.tolist() for c, f in zip(cached, fresh, strict=True))
+    assert encode_trace(cached[3]) == GOLDEN.read_bytes()  # bulk decoded again on demand
+    data = bytearray(GOLDEN.read_bytes())
+    data[10] = 0x05  # id 3 -> 5 in rank 2's file: the bundle no longer applies
+    (tmp_path / "w.2.et").write_bytes(bytes(data))
+    os.utime(tmp_path / "w.2.et", ns=(1, 1))
+    et_cache.clear_memory()
+    assert [int(t.ids[0]) for t in read_traces(tmp_path / "w")] == [3, 3, 5, 3, 3]

@@ -123,7 +123,7 @@ def test_exported_3d_llm_reimports_with_the_direct_astra_fidelity_time(tmp_path:
     direct_ns = float(direct.iteration_time_s[0]) * 1e9
     assert direct_ns == pytest.approx(astra_ns, rel=1e-12, abs=0.5)
     # a real network: the calibrated prediction is a different model, far from ASTRA-sim's
-    assert abs(float(calibrated.iteration_time_s[0]) * 1e9 / astra_ns - 1) > 0.2
+    assert abs(float(calibrated.iteration_time_s[0]) * 1e9 / astra_ns - 1) > 0.05
     # Megatron's tied embedding: rank 0 (first stage) all-reduces with the last stage's rank of
     # the same (tp, cp, dp) coordinates, for the default order t + tp (c + cp (d + dp s)), s = 1
     last = RankLayout.of(par, system.gpus_per_node).rank(0, 0, 0, par.pp - 1)

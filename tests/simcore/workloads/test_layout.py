@@ -18,9 +18,10 @@ import pytest
 
 from simcore.fidelity.astra.groups import comm_endpoints
 from simcore.specs.parallel import ParallelSpec
+from simcore.traces.chakra.encode import encode_trace
 from simcore.traces.chakra.schema import NodeType
 from simcore.workloads.layout import GROUP_KINDS, RankLayout
-from simcore.workloads.transformer.export import transformer_to_traces
+from simcore.workloads.transformer.export import transformer_to_files, transformer_to_traces
 from simcore.workloads.transformer.generator import TransformerWorkload, build_transformer
 from simcore.workloads.transformer.spec import ModelSpec
 
@@ -196,3 +197,27 @@ def test_astra_fidelity_follows_the_rank_order() -> None:
     assert exposed(8, "dp-tp-cp-pp", "tp") == exposed(8, "tp-cp-dp-pp", "tp")
     assert iteration(4, "dp-tp-cp-pp") > 1.5 * iteration(4, "tp-cp-dp-pp")
     assert exposed(4, "dp-tp-cp-pp", "tp") > 5 * exposed(4, "tp-cp-dp-pp", "tp")
+
+
+@pytest.mark.parametrize("order", ["tp-cp-dp-pp", "pp-dp-cp-tp", "cp-pp-tp-dp"])
+@pytest.mark.parametrize(("model", "par", "gpus_per_node"),
+                         [(TINY, DENSE, 4), (TINY, replace(DENSE, cp=1, dp=4), 8), (TINY_MOE, MOE, 4),
+                          (TINY, ParallelSpec(tp=2, pp=4, dp=2, global_batch=8), 8),
+                          (TINY, ParallelSpec(tp=4, pp=1, dp=1, global_batch=2), 4),
+                          (TINY, ParallelSpec(tp=2, pp=2, dp=2, global_batch=8, sequence_parallel=True), 4)],
+                         ids=["dense-cp", "dense-dp", "moe", "pp4", "one-stage", "sp"])
+def test_files_are_the_traces_encoded(order: str, model: ModelSpec, par: ParallelSpec,
+                                      gpus_per_node: int) -> None:
+    """The exporter's byte path (each stage laid out once) writes ``encode_trace`` of its traces."""
+    par = replace(par, rank_order=order)
+    lay = RankLayout.of(par, gpus_per_node)
+    w = build_transformer(model, par, gpus_per_node)
+    us = np.arange(len(w.ops.templates), dtype=np.float64) * 1.7  # distinct compute durations
+    traces, groups = transformer_to_traces(w, lay, us)
+    files, nodes, groups2 = transformer_to_files(w, lay, us)
+    got = dict(files)
+    assert groups2 == groups
+    assert nodes == sum(t.num_nodes for t in traces.values())
+    assert sorted(got) == sorted(traces)
+    for r, tr in traces.items():
+        assert got[r] == encode_trace(tr), r
