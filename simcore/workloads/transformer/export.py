@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -209,6 +210,26 @@ def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_O
     return b.build(path=f"rank {r}")
 
 
+def _stage_ops(workload: TransformerWorkload, lay: RankLayout, template_us: NDArray[np.float64]
+               ) -> tuple[Any, Any, list[list[_Op]], list[list[_Op]]]:
+    """(groups, group of each op, ops of each stage, pipeline receives of each stage): what
+    every rank of a stage shares, whichever way its files are then written."""
+    ops = _ops(workload, template_us)
+    extra = sorted({op.group for op in ops if op.group.startswith("x")})
+    groups, group_of = _group_ids(lay, extra)
+    stage = workload.graph.rank.astype(np.int64)
+    by_stage: list[list[_Op]] = [[] for _ in range(lay.pp)]
+    incoming: list[list[_Op]] = [[] for _ in range(lay.pp)]
+    for op in ops:
+        for st in op.stages:
+            by_stage[st].append(op)
+        if op.kind == "pp_send":
+            dst = int(dict(op.attrs)["peer"])
+            incoming[dst].append(_Op(op.index, op.kind, op.name, 0, (), op.attrs + (
+                ("src_stage", float(stage[op.index])),)))
+    return groups, group_of, by_stage, incoming
+
+
 def transformer_to_traces(
     workload: TransformerWorkload, layout: RankLayout, template_us: NDArray[np.float64],
     ranks: Sequence[int] | None = None,
@@ -221,20 +242,8 @@ def transformer_to_traces(
         template_us: (U,) duration of each template in microseconds (compute templates).
     """
     lay = layout
-    ops = _ops(workload, template_us)
-    extra = sorted({op.group for op in ops if op.group.startswith("x")})
-    groups, group_of = _group_ids(lay, extra)
     g = workload.graph
-    stage = g.rank.astype(np.int64)
-    by_stage: list[list[_Op]] = [[] for _ in range(lay.pp)]
-    incoming: list[list[_Op]] = [[] for _ in range(lay.pp)]
-    for op in ops:
-        for st in op.stages:
-            by_stage[st].append(op)
-        if op.kind == "pp_send":
-            dst = int(dict(op.attrs)["peer"])
-            incoming[dst].append(_Op(op.index, op.kind, op.name, 0, (), op.attrs + (
-                ("src_stage", float(stage[op.index])),)))
+    groups, group_of, by_stage, incoming = _stage_ops(workload, lay, template_us)
     want = range(lay.num_ranks) if ranks is None else ranks
     out = {r: _rank_trace(r, lay, by_stage[lay.stage_of(r)], incoming[lay.stage_of(r)],
                           group_of, g.num_nodes) for r in want}
@@ -370,20 +379,8 @@ def transformer_to_files(
     each stage is laid out once and each distinct (node, per-rank value) encoded once.
     """
     lay = layout
-    ops = _ops(workload, template_us)
-    extra = sorted({op.group for op in ops if op.group.startswith("x")})
-    groups, group_of = _group_ids(lay, extra)
     g = workload.graph
-    stage = g.rank.astype(np.int64)
-    by_stage: list[list[_Op]] = [[] for _ in range(lay.pp)]
-    incoming: list[list[_Op]] = [[] for _ in range(lay.pp)]
-    for op in ops:
-        for st in op.stages:
-            by_stage[st].append(op)
-        if op.kind == "pp_send":
-            dst = int(dict(op.attrs)["peer"])
-            incoming[dst].append(_Op(op.index, op.kind, op.name, 0, (), op.attrs + (
-                ("src_stage", float(stage[op.index])),)))
+    groups, group_of, by_stage, incoming = _stage_ops(workload, lay, template_us)
     layouts = [_stage_layout(s, by_stage[s], incoming[s], g.num_nodes) for s in range(lay.pp)]
     nodes_of_stage = [len(incoming[s]) + sum(2 if op.kind == "cp_kv" else 1 for op in by_stage[s])
                       for s in range(lay.pp)]
