@@ -23,7 +23,8 @@ from search.sweep.output import MANIFEST, SweepOutcome, write_manifest
 from search.tracking.client import Tracker, flatten_params
 from search.tracking.publish import PointLogger, publish_sweep
 
-__all__ = ["LiveTracking", "finish_sweep", "publish_folder", "start_tracking"]
+__all__ = ["SUMMARY_METRICS", "LiveTracking", "finish_sweep", "publish_folder", "start_tracking",
+           "summary_metric_columns"]
 
 
 @dataclass
@@ -38,6 +39,16 @@ class LiveTracking:
         """Queue a finished batch for child runs (when every point gets one)."""
         if self.logger is not None:
             self.logger.submit(frame)
+
+
+#: metrics shown beside the axes in the printed best-points table (and summary.txt)
+SUMMARY_METRICS = ("iteration_time_s", "mfu", "peak_memory_gib", "exposed_comm_s", "bubble_s",
+                   "cost_usd_per_iter")
+
+
+def summary_metric_columns(frame: pl.DataFrame) -> list[str]:
+    """The :data:`SUMMARY_METRICS` present in ``frame`` (same list for a sweep and a sync)."""
+    return [m for m in SUMMARY_METRICS if m in frame.columns]
 
 
 def _experiment(tracking: Any, name: str) -> str:
@@ -100,9 +111,7 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
     frame = store.consolidate(out / "results.parquet")
     axes = list(manifest["axes"])
     summary = summarize(frame, manifest["objective"], manifest["direction"], manifest["top_k"])
-    metrics: list[str] = [m for m in ("iteration_time_s", "mfu", "peak_memory_gib", "exposed_comm_s",
-                           "bubble_s", "cost_usd_per_iter") if m in frame.columns]
-    outcome.summary_text = format_summary(summary, axes, metrics)
+    outcome.summary_text = format_summary(summary, axes, summary_metric_columns(frame))
     (out / "summary.txt").write_text(outcome.summary_text + "\n")
     if track is None:
         return
@@ -140,7 +149,8 @@ def publish_folder(out: Path, uri: str | None = None) -> dict[str, int]:
     frame = store.consolidate(out / "results.parquet")
     axes = list(manifest["axes"])
     summary = summarize(frame, manifest["objective"], manifest["direction"], manifest["top_k"])
-    (out / "summary.txt").write_text(format_summary(summary, axes, []) + "\n")
+    (out / "summary.txt").write_text(
+        format_summary(summary, axes, summary_metric_columns(frame)) + "\n")
     tracker = Tracker(uri or manifest.get("tracking_uri") or tc.get("uri"),
                       _experiment(tc, manifest["name"]), float(tc.get("request_timeout_s", 10)))
     parent = _parent(tracker, manifest, out, config)
