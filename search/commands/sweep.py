@@ -46,7 +46,11 @@ def main(argv: list[str]) -> int:
         where = "" if cfg.tracking.uri is None else f" (tracking server {cfg.tracking.uri})"
         print(f"MLflow: experiment '{cfg.tracking.experiment or 'sweep-' + str(cfg.sweep.name)}',"
               f" parent run {outcome.parent_run_id}{where}")
-        print("open the results in the MLflow UI:  simsweep ui   (then http://127.0.0.1:5000)")
+        from search.tracking.client import ui_link
+
+        base = cfg.tracking.uri if str(cfg.tracking.uri or "").startswith("http") else None
+        link = ui_link(base or "http://127.0.0.1:5000", outcome.experiment_id)
+        print(f"browse the runs: {'' if base else 'simsweep ui, then open '}{link}")
     elif cfg.tracking.enabled:
         print(f"MLflow not updated ({outcome.tracking_error}); results are safe on disk. "
               f"Log them later with:  simsweep sync {outcome.output_dir}")

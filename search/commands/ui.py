@@ -38,7 +38,10 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     cmd = ui_command(argv)
-    print(f"MLflow UI on http://{cmd[cmd.index('--host') + 1]}:{cmd[cmd.index('--port') + 1]} "
+    from search.tracking.client import ui_link
+
+    base = f"http://{cmd[cmd.index('--host') + 1]}:{cmd[cmd.index('--port') + 1]}"
+    print(f"MLflow UI on {ui_link(base)} "
           f"(store {cmd[cmd.index('--backend-store-uri') + 1]}); Ctrl-C to stop", flush=True)
     sys.stdout.flush()
     os.execv(cmd[0], cmd)  # become the MLflow server: signals reach it directly
