@@ -10,14 +10,29 @@ from __future__ import annotations
 
 import sys
 
+from search.commands.usage import print_help, wants_help
+
 __all__ = ["main"]
 
 
+_OPTIONS = [
+    ("--config-dir DIR", "a conf/ folder to compose from (default: the project's conf/)"),
+    ("sweep=NAME", "sweep file conf/sweep/NAME.yaml (default: default.yaml, see its header)"),
+    ("KEY=EXPR", "a sweep axis: 1,2,4 | range(25,401,25) | choice(...) | interval(a,b) (random)"),
+    ("KEY=VALUE", "any config value, e.g. workload=gpt3_175b system.num_gpus=1024"),
+    ("sweep.mode=random", "random sampling; sweep.num_points=N points, sweep.seed=S"),
+    ("sweep.objective=KEY", "the metric ranking the best points (sweep.direction=maximize)"),
+    ("sweep.output_dir=DIR", "the output folder (default outputs/sweep-<name>-<UTC time>)"),
+    ("sweep.resume=true", "continue the sweep in sweep.output_dir; nothing is recomputed"),
+    ("tracking.enabled=false", "no MLflow (results still in the output folder)"),
+    ("tracking.uri=URI", "MLflow store or server (default .simsweep/mlflow.db)"),
+    ("ray.num_workers=N", "Ray actors evaluating batches (ray.address=auto joins a cluster)"),
+]
+
 def main(argv: list[str]) -> int:
     """Run a sweep; print its summary and where its results are."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
+    if wants_help(argv):
+        return print_help("simsweep sweep", __doc__ or "", _OPTIONS)
     from search.config.compose import compose_session, split_config_dir
     from search.sweep.driver import run_sweep
     from search.sweep.plan import make_plan

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
+from search.commands.usage import print_help, wants_help
+
 __all__ = ["main", "ui_command"]
 
 
@@ -32,11 +34,14 @@ def ui_command(argv: list[str]) -> list[str]:
     return cmd
 
 
+_OPTIONS = [("--host HOST", "address to serve on (default 127.0.0.1)"),
+            ("--port PORT", "port (default 5000)"),
+            ("--uri URI", "tracking store (default .simsweep/mlflow.db with its artifacts)")]
+
 def main(argv: list[str]) -> int:
     """Run the MLflow UI until interrupted."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
+    if wants_help(argv):
+        return print_help("simsweep ui", __doc__ or "", _OPTIONS)
     cmd = ui_command(argv)
     from search.tracking.client import ui_link
 
