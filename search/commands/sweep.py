@@ -53,9 +53,11 @@ def main(argv: list[str]) -> int:
               "sweep.resume=true sweep.output_dir=<the output folder>", file=sys.stderr)
         return 130
     print(outcome.summary_text)
-    rate = outcome.computed / outcome.wall_s if outcome.wall_s else 0.0
-    print(f"computed {outcome.computed} points ({outcome.skipped} already on disk) in "
-          f"{outcome.wall_s:.1f} s ({rate:,.0f} points/s); retries: {outcome.retries}")
+    rate = outcome.computed / outcome.eval_s if outcome.eval_s else 0.0
+    print(f"evaluated {outcome.computed} points ({outcome.skipped} already on disk) in "
+          f"{outcome.eval_s:.1f} s ({rate:,.1f} points/s); end to end {outcome.wall_s:.1f} s "
+          f"(Ray start-up, tables, MLflow logging {outcome.log_s:.1f} s); "
+          f"retries: {outcome.retries}")
     print(f"results: {outcome.output_dir / 'results.parquet'}")
     if outcome.tracking_ok and cfg.tracking.enabled:
         where = "" if cfg.tracking.uri is None else f" (tracking server {cfg.tracking.uri})"

@@ -56,6 +56,34 @@ def summary_metric_columns(frame: pl.DataFrame) -> list[str]:
     return [m for m in SUMMARY_METRICS if m in frame.columns]
 
 
+def format_finding(frame: pl.DataFrame, axes: list[str], objective: str, direction: str) -> str:
+    """The sweep's finding in words: the best plan, and for each axis what its other values
+    cost (the best ``objective`` reachable with that value, relative to the best plan)."""
+    ok = frame.filter(pl.col("feasible")) if "feasible" in frame.columns else frame
+    if ok.height == 0 or objective not in ok.columns:
+        return "finding: no feasible point"
+    best = ok.sort(objective, descending=direction == "maximize").row(0, named=True)
+    top = float(best[objective])
+    plan = ", ".join(f"{a}={best[a]}" for a in axes)
+    lines = [f"finding: best plan {plan}: {objective} = {top:.4g}"]
+    for axis in axes:
+        per = ok.group_by(axis).agg(
+            (pl.col(objective).max() if direction == "maximize" else pl.col(objective).min())
+            .alias("best")).sort(axis)
+        if per.height < 2:
+            continue
+        parts = []
+        for value, got_raw in per.iter_rows():
+            got = float(got_raw)
+            delta = (got - top) / top * 100 if top else 0.0
+            parts.append(f"{value}: {got:.4g}" + ("" if value == best[axis] else f" ({delta:+.0f}%)"))
+        values = per["best"].cast(pl.Float64).to_numpy()
+        spread = float(values.max() - values.min())
+        verdict = "does not matter here" if spread <= 1e-9 * max(abs(top), 1.0) else "matters"
+        lines.append(f"  {axis} {verdict}; best {objective} by value: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def _experiment(tracking: Any, name: str) -> str:
     return str(tracking.get("experiment") or f"sweep-{name}")
 
@@ -140,7 +168,8 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
     frame = store.consolidate(out / "results.parquet")
     axes = list(manifest["axes"])
     summary = summarize(frame, manifest["objective"], manifest["direction"], manifest["top_k"])
-    outcome.summary_text = format_summary(summary, axes, summary_metric_columns(frame))
+    outcome.summary_text = format_summary(summary, axes, summary_metric_columns(frame)) + "\n" + \
+        format_finding(frame, axes, manifest["objective"], manifest["direction"])
     (out / "summary.txt").write_text(outcome.summary_text + "\n")
     if track is None:
         return
@@ -178,7 +207,8 @@ def publish_folder(out: Path, uri: str | None = None) -> dict[str, int]:
     frame = store.consolidate(out / "results.parquet")
     axes = list(manifest["axes"])
     summary = summarize(frame, manifest["objective"], manifest["direction"], manifest["top_k"])
-    text = format_summary(summary, axes, summary_metric_columns(frame))
+    text = format_summary(summary, axes, summary_metric_columns(frame)) + "\n" + \
+        format_finding(frame, axes, manifest["objective"], manifest["direction"])
     (out / "summary.txt").write_text(text + "\n")
     tracker = Tracker(uri or manifest.get("tracking_uri") or tc.get("uri"),
                       _experiment(tc, manifest["name"]), float(tc.get("request_timeout_s", 10)))
