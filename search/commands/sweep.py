@@ -66,7 +66,9 @@ def main(argv: list[str]) -> int:
         from search.tracking.client import ui_link
 
         base = cfg.tracking.uri if str(cfg.tracking.uri or "").startswith("http") else None
-        link = ui_link(base or "http://127.0.0.1:5000", outcome.experiment_id)
+        asc = str(cfg.sweep.direction) == "minimize"
+        link = ui_link(base or "http://127.0.0.1:5000", outcome.experiment_id, "point",
+                       str(cfg.sweep.objective) if asc else None)
         print(f"browse the runs: {'' if base else 'simsweep ui, then open '}{link}")
     elif cfg.tracking.enabled:
         print(f"MLflow not updated ({outcome.tracking_error}); results are safe on disk. "

@@ -38,6 +38,22 @@ _OPTIONS = [("--host HOST", "address to serve on (default 127.0.0.1)"),
             ("--port PORT", "port (default 5000)"),
             ("--uri URI", "tracking store (default .simsweep/mlflow.db with its artifacts)")]
 
+def _experiment_links(store: str, base: str) -> list[tuple[str, str]]:
+    """(experiment name, runs-table link) of every experiment in a local store."""
+    if not store.startswith("sqlite:"):
+        return []
+    from search.tracking.client import quiet_mlflow_logs, ui_link
+
+    quiet_mlflow_logs()
+    from mlflow import MlflowClient
+
+    out = []
+    for exp in MlflowClient(store).search_experiments():
+        kind = "trial" if exp.name.startswith("search-") else "point"
+        out.append((exp.name, ui_link(base, exp.experiment_id, kind, "iteration_time_s")))
+    return out
+
+
 def main(argv: list[str]) -> int:
     """Run the MLflow UI until interrupted."""
     if wants_help(argv):
@@ -46,7 +62,9 @@ def main(argv: list[str]) -> int:
     from search.tracking.client import ui_link
 
     base = f"http://{cmd[cmd.index('--host') + 1]}:{cmd[cmd.index('--port') + 1]}"
-    print(f"MLflow UI on {ui_link(base)} "
-          f"(store {cmd[cmd.index('--backend-store-uri') + 1]}); Ctrl-C to stop", flush=True)
+    store = cmd[cmd.index('--backend-store-uri') + 1]
+    print(f"MLflow UI on {ui_link(base)} (store {store}); Ctrl-C to stop", flush=True)
+    for name, link in _experiment_links(store, base):
+        print(f"  {name}: {link}", flush=True)
     sys.stdout.flush()
     os.execv(cmd[0], cmd)  # become the MLflow server: signals reach it directly

@@ -46,13 +46,22 @@ def quiet_mlflow_logs() -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
-def ui_link(base: str, experiment_id: str | None = None) -> str:
-    """The MLflow UI address that opens an experiment on its runs table (MLflow 3 defaults
-    unknown experiments to the GenAI overview; ``workflowType=machine_learning`` selects runs)."""
+def ui_link(base: str, experiment_id: str | None = None, kind: str | None = None,
+            sort_metric: str | None = None) -> str:
+    """The MLflow UI address of an experiment's runs table (MLflow 3 opens unknown experiments
+    on the GenAI overview; ``workflowType=machine_learning`` selects runs). ``kind``
+    (``point`` / ``trial``) lists those child runs flat, ``sort_metric`` sorts them ascending."""
+    from urllib.parse import quote
+
     base = base.rstrip("/")
     if experiment_id is None:
         return f"{base}/#/experiments?workflowType=machine_learning"
-    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    query = "workflowType=machine_learning"
+    if kind:
+        query += "&searchFilter=" + quote(f"tags.`{_TAG_KIND}` = '{kind}'", safe="")
+    if sort_metric:
+        query += "&orderByKey=" + quote(f"metrics.`{sort_metric}`", safe="") + "&orderByAsc=true"
+    return f"{base}/#/experiments/{experiment_id}/runs?{query}"
 
 
 def project_root(start: Path | None = None) -> Path:
