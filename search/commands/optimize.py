@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from search.commands.usage import print_help, wants_help
 from simcore.errors import InputError
 
 __all__ = ["main", "split_search_overrides"]
@@ -70,11 +71,23 @@ def _print_best(setup: Any, outcome: Any) -> None:
         print("  (no feasible trial yet: widen the space or add trials)")
 
 
+_OPTIONS = [
+    ("--config-dir DIR", "a conf/ folder to compose from (default: the project's conf/)"),
+    ("search=NAME", "a study file conf/search/NAME.yaml (e.g. bandwidth_cost_70b)"),
+    ("KEY=EXPR", "add KEY to the space: choice(1,2,4) | interval(a,b) | tag(log, interval(a,b))"),
+    ("search.n_trials=N", "trials in the study in all"),
+    ("search.objectives=[A,B]", "one objective, or several for a Pareto front"),
+    ("search.sampler=NAME", "auto | tpe | cmaes | random | grid | gp | qmc | nsga2 | nsga3"),
+    ("search.resume=true", "continue the study of this name"),
+    ("search.in_process=true", "evaluate in this process, without Ray"),
+    ("tracking.enabled=false", "no MLflow (the study storage keeps every trial)"),
+    ("tracking.uri=URI", "MLflow store or server (default .simsweep/mlflow.db)"),
+]
+
 def main(argv: list[str]) -> int:
     """Run (or resume) a search; print the best trials and where the results are."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
+    if wants_help(argv):
+        return print_help("simsweep search", __doc__ or "", _OPTIONS)
     from search.config.compose import compose_session, split_config_dir
     from search.config.schema import validate_config
     from search.study.driver import prepare_search, run_search, study_runner

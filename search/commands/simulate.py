@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,4 +77,9 @@ def main(argv: list[str]) -> int:
         print(_format(row, header))
         if not row["feasible"] and par is None:
             print(f"  ({reason})")
+    if args.trace:
+        where = (f"trace: {Path(args.trace).resolve()} (open in https://ui.perfetto.dev or "
+                 "chrome://tracing)" if par is not None else
+                 f"trace: not written ({reason})")
+        print(where, file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -10,14 +10,29 @@ from __future__ import annotations
 
 import sys
 
+from search.commands.usage import print_help, wants_help
+
 __all__ = ["main"]
 
 
+_OPTIONS = [
+    ("--config-dir DIR", "a conf/ folder to compose from (default: the project's conf/)"),
+    ("sweep=NAME", "sweep file conf/sweep/NAME.yaml (default: default.yaml, see its header)"),
+    ("KEY=EXPR", "a sweep axis: 1,2,4 | range(25,401,25) | choice(...) | interval(a,b) (random)"),
+    ("KEY=VALUE", "any config value, e.g. workload=gpt3_175b system.num_gpus=1024"),
+    ("sweep.mode=random", "random sampling; sweep.num_points=N points, sweep.seed=S"),
+    ("sweep.objective=KEY", "the metric ranking the best points (sweep.direction=maximize)"),
+    ("sweep.output_dir=DIR", "the output folder (default outputs/sweep-<name>-<UTC time>)"),
+    ("sweep.resume=true", "continue the sweep in sweep.output_dir; nothing is recomputed"),
+    ("tracking.enabled=false", "no MLflow (results still in the output folder)"),
+    ("tracking.uri=URI", "MLflow store or server (default .simsweep/mlflow.db)"),
+    ("ray.num_workers=N", "Ray actors evaluating batches (ray.address=auto joins a cluster)"),
+]
+
 def main(argv: list[str]) -> int:
     """Run a sweep; print its summary and where its results are."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
+    if wants_help(argv):
+        return print_help("simsweep sweep", __doc__ or "", _OPTIONS)
     from search.config.compose import compose_session, split_config_dir
     from search.sweep.driver import run_sweep
     from search.sweep.plan import make_plan
@@ -38,15 +53,23 @@ def main(argv: list[str]) -> int:
               "sweep.resume=true sweep.output_dir=<the output folder>", file=sys.stderr)
         return 130
     print(outcome.summary_text)
-    rate = outcome.computed / outcome.wall_s if outcome.wall_s else 0.0
-    print(f"computed {outcome.computed} points ({outcome.skipped} already on disk) in "
-          f"{outcome.wall_s:.1f} s ({rate:,.0f} points/s); retries: {outcome.retries}")
+    rate = outcome.computed / outcome.eval_s if outcome.eval_s else 0.0
+    print(f"evaluated {outcome.computed} points ({outcome.skipped} already on disk) in "
+          f"{outcome.eval_s:.1f} s ({rate:,.1f} points/s); end to end {outcome.wall_s:.1f} s "
+          f"(Ray start-up, tables, MLflow logging {outcome.log_s:.1f} s); "
+          f"retries: {outcome.retries}")
     print(f"results: {outcome.output_dir / 'results.parquet'}")
     if outcome.tracking_ok and cfg.tracking.enabled:
         where = "" if cfg.tracking.uri is None else f" (tracking server {cfg.tracking.uri})"
         print(f"MLflow: experiment '{cfg.tracking.experiment or 'sweep-' + str(cfg.sweep.name)}',"
               f" parent run {outcome.parent_run_id}{where}")
-        print("open the results in the MLflow UI:  simsweep ui   (then http://127.0.0.1:5000)")
+        from search.tracking.client import ui_link
+
+        base = cfg.tracking.uri if str(cfg.tracking.uri or "").startswith("http") else None
+        asc = str(cfg.sweep.direction) == "minimize"
+        link = ui_link(base or "http://127.0.0.1:5000", outcome.experiment_id, "point",
+                       str(cfg.sweep.objective) if asc else None)
+        print(f"browse the runs: {'' if base else 'simsweep ui, then open '}{link}")
     elif cfg.tracking.enabled:
         print(f"MLflow not updated ({outcome.tracking_error}); results are safe on disk. "
               f"Log them later with:  simsweep sync {outcome.output_dir}")

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from search.commands.usage import print_help, wants_help
 from simcore.errors import InputError
 
 __all__ = ["main"]
 
 
+_OPTIONS = [("OUTPUT_DIR ...", "sweep folders (holding sweep.json) to log"),
+            ("--uri URI", "MLflow store or server (default: the URI the sweep recorded)")]
+
 def main(argv: list[str]) -> int:
     """Publish each given sweep folder; print what was logged."""
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
+    if not argv or wants_help(argv):
+        print_help("simsweep sync", __doc__ or "", _OPTIONS)
         return 0 if argv else 2
     from search.sweep.finish import publish_folder
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
+from search.commands.usage import print_help, wants_help
+
 __all__ = ["main", "ui_command"]
 
 
@@ -32,13 +34,37 @@ def ui_command(argv: list[str]) -> list[str]:
     return cmd
 
 
+_OPTIONS = [("--host HOST", "address to serve on (default 127.0.0.1)"),
+            ("--port PORT", "port (default 5000)"),
+            ("--uri URI", "tracking store (default .simsweep/mlflow.db with its artifacts)")]
+
+def _experiment_links(store: str, base: str) -> list[tuple[str, str]]:
+    """(experiment name, runs-table link) of every experiment in a local store."""
+    if not store.startswith("sqlite:"):
+        return []
+    from search.tracking.client import quiet_mlflow_logs, ui_link
+
+    quiet_mlflow_logs()
+    from mlflow import MlflowClient
+
+    out = []
+    for exp in MlflowClient(store).search_experiments():
+        kind = "trial" if exp.name.startswith("search-") else "point"
+        out.append((exp.name, ui_link(base, exp.experiment_id, kind, "iteration_time_s")))
+    return out
+
+
 def main(argv: list[str]) -> int:
     """Run the MLflow UI until interrupted."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
+    if wants_help(argv):
+        return print_help("simsweep ui", __doc__ or "", _OPTIONS)
     cmd = ui_command(argv)
-    print(f"MLflow UI on http://{cmd[cmd.index('--host') + 1]}:{cmd[cmd.index('--port') + 1]} "
-          f"(store {cmd[cmd.index('--backend-store-uri') + 1]}); Ctrl-C to stop", flush=True)
+    from search.tracking.client import ui_link
+
+    base = f"http://{cmd[cmd.index('--host') + 1]}:{cmd[cmd.index('--port') + 1]}"
+    store = cmd[cmd.index('--backend-store-uri') + 1]
+    print(f"MLflow UI on {ui_link(base)} (store {store}); Ctrl-C to stop", flush=True)
+    for name, link in _experiment_links(store, base):
+        print(f"  {name}: {link}", flush=True)
     sys.stdout.flush()
     os.execv(cmd[0], cmd)  # become the MLflow server: signals reach it directly

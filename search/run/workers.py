@@ -17,6 +17,7 @@ an in-process run (:func:`search.run.batch.evaluate_batch`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections import deque
@@ -59,6 +60,10 @@ def init_ray(address: str | None, num_cpus: int | None, temp_dir: str,
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray's notice that it enabled token auth by default (printed on every local start); auth
+    # stays as Ray chose, only the notice is hidden
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR)
     if ray.is_initialized():
         return False
     runtime_env: dict[str, Any] = {"env_vars": dict(env_vars or {})}

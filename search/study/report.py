@@ -86,35 +86,63 @@ def _feasible_copy(study: optuna.Study) -> optuna.Study:
     return copy
 
 
+def _plot_makers(study: optuna.Study, objectives: Sequence[Objective],
+                 lib: Any) -> dict[str, Callable[[], Any]]:
+    first = objectives[0].name
+    plots: dict[str, Callable[[], Any]] = {
+        "optimization_history": lambda: lib.plot_optimization_history(
+            study, target=lambda t: t.values[0], target_name=first),
+        "param_importances": lambda: lib.plot_param_importances(
+            study, target=lambda t: t.values[0], target_name=first),
+        "slice": lambda: lib.plot_slice(study, target=lambda t: t.values[0], target_name=first),
+    }
+    if len(objectives) > 1:
+        names = [o.name for o in objectives]
+        plots["pareto_front"] = lambda: lib.plot_pareto_front(study, target_names=names)
+    return plots
+
+
+def _draw(make: Callable[[], Any]) -> Any:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # matplotlib backend: ExperimentalWarning
+            return make()
+    except (ValueError, RuntimeError):  # e.g. importances need 2+ distinct values
+        return None
+
+
 def write_plots(study: optuna.Study, objectives: Sequence[Objective], out_dir: Path) -> list[Path]:
-    """Optuna plots of the feasible trials as HTML files; returns the paths written."""
+    """Optuna's plots of the feasible trials; returns the paths written.
+
+    ``optuna.html``: every plot in one interactive page with plotly inline once (offline);
+    ``<plot>.png``: the same plots drawn by Optuna's matplotlib backend, small and static.
+    """
     import optuna.visualization as vis
+    import optuna.visualization.matplotlib as vis_mpl
+
+    from search.tracking.figures import new_axes, save_png, write_html_page
 
     feasible = _feasible_copy(study)
     if len(feasible.trials) < 2:
         return []
-    first = objectives[0].name
-    plots: dict[str, Callable[[], Any]] = {
-        "optimization_history": lambda: vis.plot_optimization_history(
-            feasible, target=lambda t: t.values[0], target_name=first),
-        "param_importances": lambda: vis.plot_param_importances(
-            feasible, target=lambda t: t.values[0], target_name=first),
-        "slice": lambda: vis.plot_slice(feasible, target=lambda t: t.values[0],
-                                        target_name=first),
-    }
-    if len(objectives) > 1:
-        names = [o.name for o in objectives]
-        plots["pareto_front"] = lambda: vis.plot_pareto_front(feasible, target_names=names)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, make in plots.items():
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                figure = make()
-        except (ValueError, RuntimeError):  # e.g. importances need 2+ distinct values
+    figures = []
+    for name, make in _plot_makers(feasible, objectives, vis).items():
+        figure = _draw(make)
+        if figure is not None:
+            figures.append((name.replace("_", " "), figure))
+    if not figures:
+        return []
+    written = [write_html_page(figures, out_dir / "optuna.html", "Optuna plots (feasible trials)")]
+    new_axes()  # selects the Agg backend before Optuna's matplotlib plots
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    for name, make in _plot_makers(feasible, objectives, vis_mpl).items():
+        drawn = _draw(make)
+        if drawn is None:
             continue
-        path = out_dir / f"{name}.html"
-        figure.write_html(str(path), include_plotlyjs="cdn")
-        written.append(path)
+        first = drawn.flat[0] if hasattr(drawn, "flat") else drawn
+        written.append(save_png(first.get_figure(), out_dir / f"{name}.png"))
+    plt.close("all")
     return written

@@ -21,9 +21,16 @@ from omegaconf import DictConfig, OmegaConf
 from search.run.tables import ResultsStore, format_summary, summarize
 from search.sweep.output import MANIFEST, SweepOutcome, write_manifest
 from search.tracking.client import Tracker, flatten_params
-from search.tracking.publish import PointLogger, publish_sweep
+from search.tracking.publish import (
+    POINT_METRICS,
+    PointLogger,
+    describe_sweep,
+    publish_sweep,
+    table_artifacts,
+)
 
-__all__ = ["LiveTracking", "finish_sweep", "publish_folder", "start_tracking"]
+__all__ = ["SUMMARY_METRICS", "LiveTracking", "finish_sweep", "publish_folder", "start_tracking",
+           "summary_metric_columns"]
 
 
 @dataclass
@@ -40,14 +47,65 @@ class LiveTracking:
             self.logger.submit(frame)
 
 
+#: metrics shown beside the axes in the printed best-points table (and summary.txt)
+SUMMARY_METRICS = POINT_METRICS
+
+
+def summary_metric_columns(frame: pl.DataFrame) -> list[str]:
+    """The :data:`SUMMARY_METRICS` present in ``frame`` (same list for a sweep and a sync)."""
+    return [m for m in SUMMARY_METRICS if m in frame.columns]
+
+
+def format_finding(frame: pl.DataFrame, axes: list[str], objective: str, direction: str) -> str:
+    """The sweep's finding in words: the best plan, and for each axis what its other values
+    cost (the best ``objective`` reachable with that value, relative to the best plan)."""
+    ok = frame.filter(pl.col("feasible")) if "feasible" in frame.columns else frame
+    if ok.height == 0 or objective not in ok.columns:
+        return "finding: no feasible point"
+    best = ok.sort(objective, descending=direction == "maximize").row(0, named=True)
+    top = float(best[objective])
+    plan = ", ".join(f"{a}={best[a]}" for a in axes)
+    lines = [f"finding: best plan {plan}: {objective} = {top:.4g}"]
+    for axis in axes:
+        per = ok.group_by(axis).agg(
+            (pl.col(objective).max() if direction == "maximize" else pl.col(objective).min())
+            .alias("best")).sort(axis)
+        if per.height < 2:
+            continue
+        parts = []
+        for value, got_raw in per.iter_rows():
+            got = float(got_raw)
+            delta = (got - top) / top * 100 if top else 0.0
+            parts.append(f"{value}: {got:.4g}" + ("" if value == best[axis] else f" ({delta:+.0f}%)"))
+        values = per["best"].cast(pl.Float64).to_numpy()
+        spread = float(values.max() - values.min())
+        verdict = "does not matter here" if spread <= 1e-9 * max(abs(top), 1.0) else "matters"
+        lines.append(f"  {axis} {verdict}; best {objective} by value: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def _experiment(tracking: Any, name: str) -> str:
     return str(tracking.get("experiment") or f"sweep-{name}")
+
+
+#: config keys logged as the parent run's params (the whole config is its config.yaml artifact)
+_PARENT_PARAMS = ("workload.name", "system.name", "system.num_gpus", "parallel.global_batch",
+                  "parallel.tp", "parallel.pp", "fidelity", "sweep.mode", "sweep.objective")
+
+
+def _parent_params(config: dict[str, Any], axes: list[str]) -> dict[str, str]:
+    """A few headline settings; a swept key is named by its axis, not a value."""
+    flat = flatten_params(config)
+    out = {k: flat[k] for k in _PARENT_PARAMS if k in flat and k not in axes}
+    out["sweep.axes"] = ", ".join(axes)[:6000]
+    return out
 
 
 def _parent(tracker: Tracker, manifest: dict[str, Any], out: Path, config: dict[str, Any]) -> str:
     return tracker.find_or_create_parent(
         manifest["sweep_id"], run_name=f"sweep-{manifest['name']}-{out.name}",
-        params=flatten_params(config), tags={"simsweep.output_dir": str(out),
+        params=_parent_params(config, list(manifest["axes"])),
+        tags={"simsweep.output_dir": str(out),
                                               "simsweep.sweep_hash": manifest["sweep_hash"]})
 
 
@@ -72,8 +130,10 @@ def start_tracking(cfg: DictConfig, manifest: dict[str, Any], out: Path, num_poi
         logger = None
         if num_points <= int(tc.child_runs_max):
             logger = PointLogger(tracker, parent, tracker.child_hashes(parent), axes,
-                                 background=bool(tc.async_logging))
+                                 background=bool(tc.async_logging),
+                                 objectives=[str(manifest["objective"])])
         outcome.parent_run_id = parent
+        outcome.experiment_id = tracker.experiment_id
         return LiveTracking(tracker, parent, logger)
     except Exception as err:  # noqa: BLE001 - tracking must not stop the sweep
         outcome.tracking_ok, outcome.tracking_error = False, f"{type(err).__name__}: {err}"
@@ -88,9 +148,17 @@ def _artifacts(out: Path, frame: pl.DataFrame, axes: list[str], objective: str,
     items: list[tuple[Path, str | None]] = [(out / "results.parquet", None),
                                             (out / "config.yaml", None),
                                             (out / "summary.txt", None)]
+    items += [(p, None) for p in table_artifacts(frame, out)]
     if plots:
         items += [(p, "plots") for p in write_plots(frame, axes, objective, out / "plots")]
     return items
+
+
+def _description(manifest: dict[str, Any], summary_text: str) -> str:
+    return describe_sweep(str(manifest["name"]), list(manifest["axes"]),
+                          dict(t.split("=", 1) for t in manifest.get("fixed") or [] if "=" in t),
+                          summary_text,
+                          int(manifest["num_points"]))
 
 
 def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: ResultsStore,
@@ -100,9 +168,8 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
     frame = store.consolidate(out / "results.parquet")
     axes = list(manifest["axes"])
     summary = summarize(frame, manifest["objective"], manifest["direction"], manifest["top_k"])
-    metrics: list[str] = [m for m in ("iteration_time_s", "mfu", "peak_memory_gib", "exposed_comm_s",
-                           "bubble_s", "cost_usd_per_iter") if m in frame.columns]
-    outcome.summary_text = format_summary(summary, axes, metrics)
+    outcome.summary_text = format_summary(summary, axes, summary_metric_columns(frame)) + "\n" + \
+        format_finding(frame, axes, manifest["objective"], manifest["direction"])
     (out / "summary.txt").write_text(outcome.summary_text + "\n")
     if track is None:
         return
@@ -122,7 +189,7 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
         publish_sweep(track.tracker, track.parent_id, frame, summary, axes,
                       int(cfg.tracking.child_runs_max), int(cfg.tracking.best_child_runs),
                       _artifacts(out, frame, axes, manifest["objective"], bool(cfg.tracking.plots)),
-                      known)
+                      known, _description(manifest, outcome.summary_text))
         manifest["tracking_synced"] = True
         write_manifest(out, manifest)
     except Exception as err:  # noqa: BLE001 - results are on disk; `simsweep sync` retries
@@ -140,13 +207,16 @@ def publish_folder(out: Path, uri: str | None = None) -> dict[str, int]:
     frame = store.consolidate(out / "results.parquet")
     axes = list(manifest["axes"])
     summary = summarize(frame, manifest["objective"], manifest["direction"], manifest["top_k"])
-    (out / "summary.txt").write_text(format_summary(summary, axes, []) + "\n")
+    text = format_summary(summary, axes, summary_metric_columns(frame)) + "\n" + \
+        format_finding(frame, axes, manifest["objective"], manifest["direction"])
+    (out / "summary.txt").write_text(text + "\n")
     tracker = Tracker(uri or manifest.get("tracking_uri") or tc.get("uri"),
                       _experiment(tc, manifest["name"]), float(tc.get("request_timeout_s", 10)))
     parent = _parent(tracker, manifest, out, config)
     counts = publish_sweep(tracker, parent, frame, summary, axes, int(tc["child_runs_max"]),
                            int(tc["best_child_runs"]),
-                           _artifacts(out, frame, axes, manifest["objective"], bool(tc["plots"])))
+                           _artifacts(out, frame, axes, manifest["objective"], bool(tc["plots"])),
+                           description=_description(manifest, text))
     manifest.update(parent_run_id=parent, tracking_synced=True, tracking_uri=tracker.uri)
     write_manifest(out, manifest)
     return {**counts, "points": frame.height}

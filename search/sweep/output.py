@@ -39,6 +39,7 @@ class SweepOutcome:
     write_s: float = 0.0
     log_s: float = 0.0
     parent_run_id: str | None = None
+    experiment_id: str | None = None
     tracking_ok: bool = True
     tracking_error: str = ""
     summary_text: str = ""

@@ -26,12 +26,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Tracker", "default_store", "flatten_params", "project_root", "quiet_mlflow_logs"]
+__all__ = ["Tracker", "default_store", "flatten_params", "project_root", "quiet_mlflow_logs",
+           "ui_link"]
 
 _TAG_KIND = "simsweep.kind"
 _TAG_SWEEP = "simsweep.sweep_id"
 _TAG_POINT = "simsweep.point_hash"
 _TAG_PARENT = "mlflow.parentRunId"
+# MLflow 3's UI opens an experiment of this kind on its runs table (not the GenAI overview)
+_TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
+_TAG_NOTE = "mlflow.note.content"  # the run description shown by the UI
 _MAX_PARAMS = 100  # MLflow log_batch limit per request
 _MAX_METRICS = 1000
 
@@ -40,6 +44,24 @@ def quiet_mlflow_logs() -> None:
     """Silence MLflow's store-migration chatter (commands print their own summary)."""
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def ui_link(base: str, experiment_id: str | None = None, kind: str | None = None,
+            sort_metric: str | None = None) -> str:
+    """The MLflow UI address of an experiment's runs table (MLflow 3 opens unknown experiments
+    on the GenAI overview; ``workflowType=machine_learning`` selects runs). ``kind``
+    (``point`` / ``trial``) lists those child runs flat, ``sort_metric`` sorts them ascending."""
+    from urllib.parse import quote
+
+    base = base.rstrip("/")
+    if experiment_id is None:
+        return f"{base}/#/experiments?workflowType=machine_learning"
+    query = "workflowType=machine_learning"
+    if kind:
+        query += "&searchFilter=" + quote(f"tags.`{_TAG_KIND}` = '{kind}'", safe="")
+    if sort_metric:
+        query += "&orderByKey=" + quote(f"metrics.`{sort_metric}`", safe="") + "&orderByAsc=true"
+    return f"{base}/#/experiments/{experiment_id}/runs?{query}"
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -157,10 +179,34 @@ class Tracker:
             if exp is None:
                 location = f"{self.artifact_root}/{self.experiment}" if self.artifact_root else None
                 self._experiment_id = self.client.create_experiment(
-                    self.experiment, artifact_location=location)
+                    self.experiment, artifact_location=location,
+                    tags={_TAG_EXPERIMENT_KIND: "custom_model_development"})
+                self._drop_empty_default()
             else:
                 self._experiment_id = exp.experiment_id
         return self._experiment_id
+
+    def _drop_empty_default(self) -> None:
+        """Delete the empty ``Default`` experiment a new SQLite store creates (restorable)."""
+        if not self.uri.startswith("sqlite:"):
+            return
+        default = self.client.get_experiment("0")
+        if default is None or default.lifecycle_stage != "active":
+            return
+        if not self.client.search_runs(["0"], max_results=1):
+            self.client.delete_experiment("0")
+
+    def describe(self, run_id: str, markdown: str) -> None:
+        """Set the run's description (Markdown, shown at the top of its page)."""
+        t0 = time.perf_counter()
+        self.client.set_tag(run_id, _TAG_NOTE, markdown[:5000])
+        self.log_s += time.perf_counter() - t0
+
+    def log_table(self, run_id: str, frame: Any, artifact_file: str) -> None:
+        """Log a polars table as an MLflow table artifact (JSON; the UI previews it)."""
+        t0 = time.perf_counter()
+        self.client.log_table(run_id, frame.to_pandas(), artifact_file=artifact_file)
+        self.log_s += time.perf_counter() - t0
 
     def find_or_create_parent(self, sweep_id: str, run_name: str, params: Mapping[str, str],
                               tags: Mapping[str, str]) -> str:

@@ -23,7 +23,16 @@ import polars as pl
 from search.run.tables import ID_COLUMNS, TAIL_COLUMNS, Summary
 from search.tracking.client import Tracker
 
-__all__ = ["PointLogger", "metric_columns", "publish_sweep", "summary_metrics"]
+__all__ = ["POINT_METRICS", "PointLogger", "describe_sweep", "metric_columns",
+           "point_metric_columns", "publish_sweep", "run_name", "summary_metrics",
+           "table_artifacts"]
+
+#: the metrics every child run carries (with the objective and ``feasible``): a small stable set,
+#: so the MLflow runs table shows readable default columns; every column stays in the table
+POINT_METRICS = ("iteration_time_s", "mfu", "peak_memory_gib", "exposed_comm_s", "bubble_s",
+                 "cost_usd_per_iter")
+#: rows of the results table logged as an MLflow table (previewed in the UI); CSV always whole
+TABLE_ROWS_MAX = 5000
 
 
 def metric_columns(frame: pl.DataFrame, axes: list[str]) -> list[str]:
@@ -32,10 +41,42 @@ def metric_columns(frame: pl.DataFrame, axes: list[str]) -> list[str]:
     return [c for c, t in frame.schema.items() if c not in skip and t.is_numeric()]
 
 
-def _rows(frame: pl.DataFrame, skip: set[str]) -> list[dict[str, Any]]:
+def point_metric_columns(frame: pl.DataFrame, objectives: list[str]) -> list[str]:
+    """Child-run metrics: the objectives, :data:`POINT_METRICS`, ``feasible`` (1/0)."""
+    wanted = dict.fromkeys([*objectives, *POINT_METRICS, "feasible"])
+    return [c for c in wanted if c in frame.columns]
+
+
+def _short(key: str, keys: list[str]) -> str:
+    """The last dotted part of ``key``, or the last two when another key ends the same."""
+    last = key.rsplit(".", 1)[-1]
+    if sum(k.rsplit(".", 1)[-1] == last for k in keys) > 1:
+        return ".".join(key.split(".")[-2:])
+    return last
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def run_name(row: Mapping[str, Any], axes: list[str], prefix: str = "") -> str:
+    """A child run's name from its axis values, e.g. ``tp=2 scaleout.bandwidth_GBps=100``."""
+    text = " ".join(f"{_short(a, axes)}={_value(row.get(a))}" for a in axes)
+    return (prefix + text)[:250] or prefix.strip() or f"point-{row.get('point_id')}"
+
+
+def _rows(frame: pl.DataFrame, skip: set[str], axes: list[str] | None = None) -> list[dict[str, Any]]:
     if skip:
         frame = frame.filter(~pl.col("point_hash").is_in(list(skip)))
-    return frame.to_dicts()
+    rows = frame.to_dicts()
+    if axes is not None:
+        for row in rows:
+            row.setdefault("run_name", run_name(row, axes))
+            if "feasible" in row:
+                row["feasible"] = bool(row["feasible"])
+    return rows
 
 
 class PointLogger:
@@ -46,11 +87,12 @@ class PointLogger:
     """
 
     def __init__(self, tracker: Tracker, parent_id: str, skip: set[str], axes: list[str],
-                 background: bool = True) -> None:
+                 background: bool = True, objectives: list[str] | None = None) -> None:
         self.tracker = tracker
         self.parent_id = parent_id
         self.skip = set(skip)
         self.axes = axes
+        self.objectives = list(objectives or [])
         self.logged = 0
         self.error: BaseException | None = None
         self._queue: queue.Queue[pl.DataFrame | None] = queue.Queue()
@@ -70,9 +112,9 @@ class PointLogger:
         if self.error is not None:
             return
         try:
-            rows = _rows(frame, self.skip)
+            rows = _rows(frame, self.skip, self.axes)
             self.logged += self.tracker.log_children(
-                self.parent_id, rows, self.axes, metric_columns(frame, self.axes))
+                self.parent_id, rows, self.axes, point_metric_columns(frame, self.objectives))
             self.skip.update(r["point_hash"] for r in rows)
         except Exception as err:  # noqa: BLE001 - store down: results stay on disk
             self.error = err
@@ -97,35 +139,61 @@ def _metric_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_\-. /]", "_", text)[:250]
 
 
-def summary_metrics(summary: Summary) -> dict[str, float]:
-    """Parent-run summary metrics: counts, infeasible by reason, the best point's metrics."""
+def summary_metrics(summary: Summary, prefix: str = "sweep.") -> dict[str, float]:
+    """Parent-run summary metrics, all under ``prefix`` so they never share a column with the
+    child runs' per-point metrics: counts, infeasible by reason, the best point's objective and
+    :data:`POINT_METRICS`."""
     out: dict[str, float] = {
-        "num_points": summary.num_points,
-        "num_feasible": summary.num_feasible,
-        "num_infeasible": summary.num_points - summary.num_feasible,
+        f"{prefix}num_points": summary.num_points,
+        f"{prefix}num_feasible": summary.num_feasible,
+        f"{prefix}num_infeasible": summary.num_points - summary.num_feasible,
     }
     for reason, count in summary.infeasible_by_reason.items():
-        out[_metric_name(f"infeasible.{reason}")] = count
+        out[_metric_name(f"{prefix}infeasible.{reason}")] = count
     if summary.best.height:
-        for col, dtype in summary.best.schema.items():
-            if dtype.is_numeric() and col not in ("point_id", "batch_id"):
-                value = summary.best[col][0]
-                if value is not None:
-                    out[_metric_name(f"best.{col}")] = float(value)
+        for col in dict.fromkeys([summary.objective, *POINT_METRICS]):
+            if col in summary.best.columns and summary.best[col][0] is not None:
+                out[_metric_name(f"{prefix}best.{col}")] = float(summary.best[col][0])
     return out
+
+
+def describe_sweep(name: str, axes: list[str], fixed: Mapping[str, Any], summary_text: str,
+                   num_points: int) -> str:
+    """The parent run's description (``mlflow.note.content``, Markdown)."""
+    lines = [f"**Sweep `{name}`**: {num_points} design points, grid over "
+             + ", ".join(f"`{a}`" for a in axes) + "."]
+    if fixed:
+        lines.append("Fixed: " + ", ".join(f"`{k}`={v}" for k, v in fixed.items()) + ".")
+    lines += ["", "Child runs: one per point, named by its axis values; metrics: the objective, "
+              "the headline metrics and `feasible`. Artifacts: `results.csv` / `results.json` "
+              "(preview), `results.parquet` (every column), `plots/`.", "", "```",
+              summary_text, "```"]
+    return "\n".join(lines)
+
+
+def table_artifacts(frame: pl.DataFrame, out: Path) -> list[Path]:
+    """``results.csv`` (the whole table, previewed by the UI's text viewer) beside the parquet."""
+    csv = out / "results.csv"
+    frame.write_csv(csv)
+    return [csv]
 
 
 def publish_sweep(tracker: Tracker, parent_id: str, frame: pl.DataFrame, summary: Summary,
                   axes: list[str], child_runs_max: int, best_child_runs: int,
                   artifacts: list[tuple[Path, str | None]],
-                  known: set[str] | None = None) -> Mapping[str, int]:
+                  known: set[str] | None = None, description: str = "") -> Mapping[str, int]:
     """Create missing child runs and log the parent's record; returns counts logged."""
     known = tracker.child_hashes(parent_id) if known is None else known
     if frame.height <= child_runs_max:
         wanted = frame
     else:
         wanted = summary.best.head(best_child_runs) if summary.best.height else frame.head(0)
-    rows = _rows(wanted, known)
-    children = tracker.log_children(parent_id, rows, axes, metric_columns(frame, axes))
+    rows = _rows(wanted, known, axes)
+    children = tracker.log_children(parent_id, rows, axes,
+                                    point_metric_columns(frame, [summary.objective]))
+    table = frame if frame.height <= TABLE_ROWS_MAX else summary.best
+    tracker.log_table(parent_id, table, "results.json")
+    if description:
+        tracker.describe(parent_id, description)
     tracker.finish_parent(parent_id, summary_metrics(summary), artifacts)
     return {"children": children, "artifacts": len(artifacts)}

@@ -28,25 +28,73 @@ from optuna.trial import FrozenTrial, TrialState
 from search.study.ask_tell import LoopStats
 from search.study.objectives import Objective
 from search.tracking.client import Tracker, flatten_params
-from search.tracking.publish import PointLogger
+from search.tracking.publish import POINT_METRICS, PointLogger, run_name
 
-__all__ = ["StudyTracking"]
+__all__ = ["StudyTracking", "best_frame", "describe_study"]
 
 _POINT = "simsweep.point_hash"
 
 
 def _row(trial: FrozenTrial, objectives: Sequence[Objective]) -> dict[str, Any]:
     row: dict[str, Any] = {"point_id": trial.number, "point_hash": f"trial-{trial.number}",
-                           "run_name": f"trial-{trial.number}", "kind": "trial",
+                           "run_name": run_name(trial.params, sorted(trial.params),
+                                                prefix=f"#{trial.number} "),
+                           "kind": "trial",
                            "feasible": bool(trial.user_attrs.get("feasible", False)),
                            "reason": str(trial.user_attrs.get("reason", ""))}
     row.update(trial.params)
     for key, value in (trial.user_attrs.get("metrics") or {}).items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             row[key] = value
-    for obj, value in zip(objectives, trial.values or [], strict=False):
-        row[f"objective.{obj.name}"] = value
+    if row["feasible"]:  # infeasible trials carry penalty values, not measurements
+        for obj, value in zip(objectives, trial.values or [], strict=False):
+            row.setdefault(obj.name, value)
+    row["feasible"] = float(row["feasible"])
     return row
+
+
+def _markdown_table(frame: pl.DataFrame) -> str:
+    cols = frame.columns
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in frame.iter_rows():
+        lines.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else str(v)
+                                       for v in row) + " |")
+    return "\n".join(lines)
+
+
+def best_frame(best: Sequence[FrozenTrial], objectives: Sequence[Objective]) -> pl.DataFrame:
+    """The best trials (or the Pareto front): trial number, objective values, searched keys."""
+    rows = []
+    for t in best:
+        row: dict[str, Any] = {"trial": t.number}
+        row.update({o.name: v for o, v in zip(objectives, t.values, strict=True)})
+        row.update(t.params)
+        rows.append(row)
+    return pl.DataFrame(rows, strict=False) if rows else pl.DataFrame()
+
+
+def describe_study(name: str, objectives: Sequence[Objective], space: Sequence[str],
+                   n_trials: int, best: pl.DataFrame) -> str:
+    """The study parent run's description (``mlflow.note.content``, Markdown)."""
+    goal = ", ".join(f"{o.direction} `{o.name}`" for o in objectives)
+    kind = "Pareto front" if len(objectives) > 1 else "best trial"
+    lines = [f"**Optuna study `{name}`**: {n_trials} trials; {goal}; searched "
+             + ", ".join(f"`{k}`" for k in space) + ".", "",
+             "Child runs: one per trial, named by its parameters; best ones tagged "
+             "`simsweep.best = true`. Artifacts: `best_trials.json`, `results.json`, "
+             "`results.parquet`, `plots/`.", "", f"{kind} (feasible trials):", ""]
+    lines.append(_markdown_table(best) if best.height else "(no feasible trial)")
+    return "\n".join(lines)
+
+
+#: config keys logged as the study parent's params (the whole config is in its output folder)
+_PARENT_PARAMS = ("workload.name", "system.name", "system.num_gpus", "parallel.global_batch",
+                  "fidelity", "search.sampler", "search.n_trials", "search.objectives")
+
+
+def _parent_params(config: dict[Any, Any]) -> dict[str, str]:
+    flat = flatten_params({str(k): v for k, v in config.items()})
+    return {k: flat[k] for k in _PARENT_PARAMS if k in flat}
 
 
 class StudyTracking:
@@ -70,7 +118,7 @@ class StudyTracking:
             assert isinstance(config, dict)
             self.parent_id = self.tracker.find_or_create_parent(
                 f"study:{study_name}@{output_dir.resolve()}", run_name=study_name,
-                params=flatten_params({str(k): v for k, v in config.items()}),
+                params=_parent_params(config),
                 tags={"simsweep.study": study_name, "simsweep.output_dir": str(output_dir)})
             self.logged = self.tracker.child_hashes(self.parent_id)
         except Exception as err:  # noqa: BLE001 - tracking must not stop the search
@@ -94,15 +142,15 @@ class StudyTracking:
         if not rows:
             return
         params = sorted({k for t in trials for k in t.params})
-        metrics = sorted({k for r in rows for k in r
-                          if k not in params and isinstance(r[k], int | float)
-                          and not isinstance(r[k], bool) and k != "point_id"})
+        wanted = [*(o.name for o in self.objectives), *POINT_METRICS, "feasible"]
+        metrics = [k for k in dict.fromkeys(wanted) if any(k in r for r in rows)]
         for r in rows:
             for key in params:
                 r.setdefault(key, "")
         if self.async_logging:  # the sweep's background logger: logging overlaps evaluation
             if self._logger is None:
-                self._logger = PointLogger(self.tracker, self.parent_id, self.logged, params)
+                self._logger = PointLogger(self.tracker, self.parent_id, self.logged, params,
+                                           objectives=[o.name for o in self.objectives])
             self._logger.submit(pl.DataFrame(rows, strict=False, infer_schema_length=None))
             self.logged.update(r["point_hash"] for r in rows)
             return
@@ -144,16 +192,26 @@ class StudyTracking:
             if self.parent_id is None:
                 return None, self.error
             self._tag_best(best)
-            metrics: dict[str, float] = {
-                "n_trials": float(len(study.trials)),
-                "n_feasible": float(sum(bool(t.user_attrs.get("feasible")) for t in study.trials
-                                        if t.state == TrialState.COMPLETE)),
-                "n_best": float(len(best)),
-                "sampler_s": stats.sampler_s, "evaluate_s": stats.evaluate_s,
-                "logging_s": stats.logging_s + (time.perf_counter() - t0),
+            metrics: dict[str, float] = {  # "study." keeps them apart from per-trial metrics
+                "study.n_trials": float(len(study.trials)),
+                "study.n_feasible": float(sum(bool(t.user_attrs.get("feasible"))
+                                              for t in study.trials
+                                              if t.state == TrialState.COMPLETE)),
+                "study.n_best": float(len(best)),
+                "study.sampler_s": stats.sampler_s, "study.evaluate_s": stats.evaluate_s,
+                "study.logging_s": stats.logging_s + (time.perf_counter() - t0),
             }
             if len(objectives) == 1 and best:
-                metrics[f"best_{objectives[0].name}"] = float(best[0].values[0])
+                metrics[f"study.best.{objectives[0].name}"] = float(best[0].values[0])
+            front = best_frame(best, objectives)
+            if front.height:
+                self.tracker.log_table(self.parent_id, front, "best_trials.json")
+            results = pl.read_parquet(table)
+            if results.height:
+                self.tracker.log_table(self.parent_id, results.head(5000), "results.json")
+            space = sorted({k for t in study.trials for k in t.params})
+            self.tracker.describe(self.parent_id, describe_study(
+                study.study_name, objectives, space, len(study.trials), front))
             artifacts: list[tuple[Path, str | None]] = [(table, None)]
             artifacts += [(p, "plots") for p in plots]
             self.tracker.finish_parent(self.parent_id, metrics, artifacts)

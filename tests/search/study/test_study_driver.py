@@ -39,7 +39,7 @@ def test_default_space_searches_parallelization(tmp_path: Path) -> None:
     assert out.best[0].values[0] == pytest.approx(feasible["iteration_time_s"].min())
     assert table.filter(~pl.col("feasible"))["reason"].str.len_chars().min() > 0  # type: ignore[operator]
     names = {p.name for p in out.plots}
-    assert {"optimization_history.html", "slice.html"} <= names
+    assert {"optuna.html", "optimization_history.png", "slice.png"} <= names
     assert out.table_path.parent == tmp_path / setup.study_name
 
 

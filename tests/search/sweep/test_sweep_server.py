@@ -110,7 +110,7 @@ def test_down_server_then_sync_and_live_server_via_rest(ray_local, plan_for, tmp
         listing = _rest(base, "artifacts/list", query=f"run_id={parent['info']['run_id']}")
         files = {f["path"] for f in listing.get("files", [])}
         assert {"results.parquet", "config.yaml"} <= files
-        assert {m["key"] for m in parent["data"]["metrics"]} >= {"num_points", "num_feasible"}
+        assert {m["key"] for m in parent["data"]["metrics"]} >= {"sweep.num_points", "sweep.num_feasible"}
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:

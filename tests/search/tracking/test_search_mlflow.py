@@ -55,11 +55,21 @@ def test_parent_children_plots_and_best(tmp_path: Path) -> None:
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     plots = {a.path for a in client.list_artifacts(parent.info.run_id, "plots")}
     assert "results.parquet" in artifacts
-    assert {"plots/pareto_front.html", "plots/optimization_history.html"} <= plots
+    assert {"plots/optuna.html", "plots/pareto_front.png", "plots/optimization_history.png"} <= plots
+    assert {"best_trials.json", "results.json"} <= artifacts
+    for run in children:  # named by the trial's values; a small fixed set of metrics
+        n = run.data.tags["simsweep.point_hash"].split("-")[1]
+        assert run.info.run_name.startswith(f"#{n} ") and "tp=" in run.info.run_name
+        assert set(run.data.metrics) <= {"iteration_time_s", "capex_usd", "mfu", "feasible",
+                                         "peak_memory_gib", "exposed_comm_s", "bubble_s",
+                                         "cost_usd_per_iter"}
+    note = parent.data.tags["mlflow.note.content"]
+    assert "Pareto front" in note and "iteration_time_s" in note
+    assert not any(k.startswith(("objective.", "best")) for k in parent.data.metrics)
     best = [r for r in children if r.data.tags.get("simsweep.best") == "true"]
     assert best and all(r.data.tags["simsweep.feasible"] == "True" for r in best)
-    assert parent.data.metrics.get("n_trials") == 12 if parent.data.metrics else True
-    assert client.get_run(parent.info.run_id).data.metrics["n_best"] == len(best)
+    assert parent.data.metrics.get("study.n_trials") == 12 if parent.data.metrics else True
+    assert client.get_run(parent.info.run_id).data.metrics["study.n_best"] == len(best)
 
 
 @pytest.mark.mlflow

@@ -1,0 +1,55 @@
+"""Plot files that the MLflow UI shows offline: one HTML page per run, PNG images beside it.
+
+Model: MLflow's artifact viewer renders an ``.html`` artifact inside a sandboxed iframe loaded
+from a ``blob:`` URL, so a page can neither fetch a CDN without network nor resolve a relative
+``plotly.min.js``; the plotly bundle (about 4.6 MB) must be inline. :func:`write_html_page` puts
+every figure of a run into one page that carries the bundle once (plotly's ``to_html`` with
+``include_plotlyjs=True`` for the first figure only). PNGs (matplotlib, ``Agg`` backend, no
+display) are small and previewed by the image viewer even where scripts are blocked.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["new_axes", "save_png", "write_html_page"]
+
+
+def write_html_page(figures: Sequence[tuple[str, Any]], path: Path, title: str) -> Path:
+    """One self-contained HTML page of plotly ``figures`` ((heading, figure) pairs)."""
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+             "</title></head><body style='font-family:sans-serif'>",
+             f"<h2>{html.escape(title)}</h2>"]
+    for i, (heading, fig) in enumerate(figures):
+        parts.append(f"<h3>{html.escape(heading)}</h3>")
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0),
+                                 config={"displaylogo": False}))
+    parts.append("</body></html>")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def new_axes(width_in: float = 6.4, height_in: float = 4.0) -> tuple[Any, Any]:
+    """A matplotlib (figure, axes) pair on the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width_in, height_in))
+    return fig, ax
+
+
+def save_png(fig: Any, path: Path, dpi: int = 100) -> Path:
+    """Save a matplotlib figure as PNG and free it."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
