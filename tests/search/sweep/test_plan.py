@@ -65,11 +65,16 @@ def test_a_bad_swept_value_fails_before_any_work(plan_for):
 
 def test_command_line_axes_replace_the_default_file_unless_it_is_chosen(plan_for):
     default = plan_for()
-    assert default.num_points == 256 and default.base_cfg.system.num_gpus == 64
+    axes = OmegaConf.load(CONF / "sweep" / "default.yaml")["axes"]  # values as written
+    size = 1
+    for value in axes.values():  # the default file's grid: a comma list is an axis
+        size *= len(str(value).split(","))
+    assert default.num_points == size > 1 and default.base_cfg.system.num_gpus == 64
     cli_only = plan_for("parallel.tp=1,2")
     assert cli_only.num_points == 2 and cli_only.base_cfg.system.num_gpus == 8
     chosen = plan_for("sweep=default", "parallel.tp=1,2")  # file axes, tp replaced
-    assert chosen.num_points == 2 * 16 * 4 and chosen.base_cfg.system.num_gpus == 64
+    tp_values = len(str(axes["parallel.tp"]).split(","))
+    assert chosen.num_points == 2 * size // tp_values and chosen.base_cfg.system.num_gpus == 64
 
 
 def test_resume_refuses_a_folder_holding_another_sweep(plan_for, tmp_path):

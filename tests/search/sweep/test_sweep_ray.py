@@ -50,7 +50,7 @@ def test_sweep_lands_every_point_in_parquet_and_mlflow(ray_local, plan_for, tmp_
         assert run.data.metrics["iteration_time_s"] == row["iteration_time_s"]
         assert run.data.params["parallel.tp"] == str(row["parallel.tp"])
     parent = client.get_run(outcome.parent_run_id)
-    assert parent.data.metrics["num_points"] == 256
+    assert parent.data.metrics["sweep.num_points"] == 256
     names = {a.path for a in client.list_artifacts(outcome.parent_run_id)}
     assert {"results.parquet", "config.yaml", "plots"} <= names
 
