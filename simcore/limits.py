@@ -40,10 +40,10 @@ INT64_MAX = 2**63 - 1
 LIMITS: dict[str, tuple[float, str]] = {
     "time_ns": (float(2**53), "any time in ns (durations, delays, latencies): results are float64 ns and stay exact"),
     "bytes": (float(2**53), "any size in bytes (message, tensor, memory)"),
-    "points": (1e6, "design points of a sweep (grid product or random count), computed before expanding"),
+    "points": (1e7, "design points of a sweep (grid product or random count), computed before expanding"),
     "graph_ranks": (1e5, "simulated ranks (GPUs / NPUs) of one design point or ASTRA-sim network"),
     "graph_layers": (1e4, "layers of one model"),
-    "graph_nodes": (2e7, "graph nodes of one design point (ranks x layers x micro-batches estimate)"),
+    "micro_batches": (1e5, "micro-batches per data-parallel replica (global_batch / (dp x micro_batch))"),
     "dataset_splits": (1e4, "ASTRA-sim preferred-dataset-splits / active-chunks-per-dimension"),
     "trace_bytes": (4e9, "decompressed bytes of one Chakra ET file (gzip bomb guard)"),
     "yaml_nodes": (1e6, "YAML nodes of one file counted with every alias expanded (alias bomb guard)"),
