@@ -291,7 +291,8 @@ def validate_value(group: str, node: Any) -> None:
         if found.value is None:
             given = OmegaConf.create(node) if not isinstance(node, DictConfig) else node
             rel = found.key.partition(".")[2]
-            found = InputError(found.key, OmegaConf.select(given, rel, default=None), found.rule)
+            value = OmegaConf.select(given, rel, default=None, throw_on_resolution_failure=False)
+            found = InputError(found.key, value, found.rule)
         raise found from None
 
 
