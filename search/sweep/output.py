@@ -72,7 +72,7 @@ def prepare_output(plan: SweepPlan, cfg: DictConfig) -> tuple[Path, dict[str, An
     manifest = {
         "sweep_hash": plan.sweep_hash, "sweep_id": _sha(f"{plan.sweep_hash}|{out}"),
         "name": str(sweep.name), "num_points": plan.num_points,
-        "axes": [a.key for a in plan.axes], "hardware_axes": sorted(plan.hardware),
+        "axes": plan.param_keys, "hardware_axes": sorted(plan.hardware),
         "fixed": list(plan.fixed), "objective": str(sweep.objective),
         "direction": str(sweep.direction), "top_k": int(sweep.top_k),
         "created_utc": datetime.now(UTC).isoformat(),
