@@ -6,6 +6,7 @@ exception, never a hang (each example has a deadline).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -77,19 +78,15 @@ def test_system_json_parses_or_names_a_key(tmp_path: Path, changes: dict[str, An
 @FUZZ
 @given(text=st.text(alphabet='{}[]":,0123456789.eE+-NaInfity \n', max_size=200))
 def test_json_loader_never_raises_anything_else(text: str) -> None:
-    try:
+    with contextlib.suppress(InputError):
         load_json(text, "f")
-    except InputError:
-        pass
 
 
 @FUZZ
 @given(text=st.text(alphabet="&*ab: -[],{}\n.infa0123", max_size=200))
 def test_yaml_loader_never_raises_anything_else(text: str) -> None:
-    try:
+    with contextlib.suppress(InputError):
         load_yaml(text, "f")
-    except InputError:
-        pass
 
 
 @pytest.fixture(scope="module")
