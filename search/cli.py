@@ -2,14 +2,22 @@
 
 Each subcommand module exposes ``main(argv: list[str]) -> int`` and is imported only when its
 command runs, so ``simsweep astra`` never pays for importing Ray or MLflow. Errors a user can fix
-(:class:`simcore.InputError`, missing files) are printed as one line on stderr with exit code 2,
-never as a traceback.
+(:class:`simcore.InputError`, missing files, unreadable paths, a missing optional driver) are
+printed as one line on stderr with exit code 2, never as a traceback. Any other exception is the
+error boundary's: one line naming it and the log file that holds the full traceback
+(``$SIMSWEEP_LOG_DIR``, default ``~/.cache/simsweep/logs``), exit code 1; results a command
+already wrote stay where they are. A closed stdout (``simsweep astra | head``) ends quietly with
+exit code 141 (128 + SIGPIPE), like a shell tool.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import time
+import traceback
+from pathlib import Path
 
 from simcore.errors import InputError
 
@@ -43,15 +51,57 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"simsweep: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
     try:
-        return int(module.main(rest) or 0)
+        module = importlib.import_module(COMMANDS[name][0])
+        code = int(module.main(rest) or 0)
+        sys.stdout.flush()  # inside the boundary: a closed pipe is reported here, not at exit
+        return code
     except InputError as err:
         print(f"simsweep {name}: error: {err}", file=sys.stderr)
         return 2
     except FileNotFoundError as err:
         print(f"simsweep {name}: error: {err.filename or err}: file not found", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
+    except KeyboardInterrupt:
+        print(f"simsweep {name}: interrupted (results already written stay on disk)", file=sys.stderr)
+        return 130
+    except ModuleNotFoundError as err:
+        print(f"simsweep {name}: error: missing Python package {err.name!r} (install it, e.g. "
+              f"`pip install {err.name}`; a database URL needs its driver)", file=sys.stderr)
+        return 2
+    except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as err:
+        print(f"simsweep {name}: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # the error boundary: one line + where the traceback went
+        log = _write_traceback(name)
+        where = f"full traceback in {log}" if log else "traceback could not be written"
+        print(f"simsweep {name}: internal error: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+              f" ({where}; results already written stay on disk)", file=sys.stderr)
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _write_traceback(name: str) -> Path | None:
+    """Write the current exception's traceback to a new log file; None if that fails."""
+    folder = Path(os.environ.get("SIMSWEEP_LOG_DIR") or Path.home() / ".cache" / "simsweep" / "logs")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+        path.write_text(f"simsweep {' '.join(sys.argv[1:])}\n\n{traceback.format_exc()}")
+        return path
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ Bad input is reported as :class:`InputError`, a ``ValueError`` whose message nam
 
 from __future__ import annotations
 
+import math
+
 
 class InputError(ValueError):
     """A configuration, trace or spec value that breaks a documented rule."""
@@ -18,6 +20,12 @@ class InputError(ValueError):
 
 
 def require(condition: bool, key: str, value: object, rule: str) -> None:
-    """Raise :class:`InputError` unless ``condition`` holds."""
+    """Raise :class:`InputError` unless ``condition`` holds and ``value`` is not a NaN/inf float.
+
+    A non-finite float never satisfies a rule (``inf > 0`` holds, but no spec means it), so the
+    finiteness check comes first and names its own rule.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(key, value, "must be a finite number")
     if not condition:
         raise InputError(key, value, rule)

@@ -22,10 +22,13 @@ import numpy as np
 from numpy.typing import NDArray
 from omegaconf import DictConfig, OmegaConf
 
+from search.config.resolvers import register_resolvers
 from simcore.errors import InputError, require
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec, system_from_dict
 from simcore.workloads.transformer.spec import ModelSpec
+
+register_resolvers()  # configs may use ${pool_gpus:...} (resolved when built)
 
 SYSTEM_CONF = Path(__file__).resolve().parents[2] / "conf" / "system"
 

@@ -69,9 +69,11 @@ def compose(overrides: Sequence[str], config_dir: str | Path | None = None,
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
+    from search.config.resolvers import register_resolvers
     from search.config.schema import register_configs
 
     register_configs()
+    register_resolvers()
     root = str(Path(config_dir or default_config_dir()).resolve())
     GlobalHydra.instance().clear()
     try:

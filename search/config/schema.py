@@ -27,6 +27,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from simcore.errors import InputError
+from simcore.limits import check_number, limit
 
 __all__ = [
     "CollectiveConf",
@@ -84,7 +85,7 @@ class RayConf:
     num_cpus: int | None = None  # local Ray only; null: num_workers
     inflight_per_worker: int = 2
     max_batch_retries: int = 3
-    temp_dir: str = "/tmp/rs_simsweep"
+    temp_dir: str | None = None  # null: /tmp/rs_simsweep_<uid>, created 0700
     ship_project: bool | None = None  # runtime_env py_modules; null: only for a cluster
     env_vars: dict[str, str] = field(default_factory=dict)
 
@@ -290,7 +291,8 @@ def validate_value(group: str, node: Any) -> None:
         if found.value is None:
             given = OmegaConf.create(node) if not isinstance(node, DictConfig) else node
             rel = found.key.partition(".")[2]
-            found = InputError(found.key, OmegaConf.select(given, rel, default=None), found.rule)
+            value = OmegaConf.select(given, rel, default=None, throw_on_resolution_failure=False)
+            found = InputError(found.key, value, found.rule)
         raise found from None
 
 
@@ -304,16 +306,43 @@ def validate_config(cfg: DictConfig) -> None:
         node = cfg.get(group)
         if node is not None and node.get(name) is not None and node.get(name) not in allowed:
             raise InputError(key, node.get(name), f"must be one of {', '.join(allowed)}")
+    for key, (lo, lo_open, hi, integer) in NUMBER_RULES.items():
+        group, _, name = key.partition(".")
+        node = cfg.get(group)
+        if node is None or node.get(name) is None:
+            continue
+        check_number(key, node.get(name), lo=lo, lo_open=lo_open,
+                     hi=limit(hi) if isinstance(hi, str) else hi, integer=integer)
     sweep = cfg.get("sweep")
-    if sweep is not None:
-        _check_positive("sweep.batch_size", sweep.get("batch_size", 1))
-        _check_positive("sweep.num_points", sweep.get("num_points", 1))
-    ray_cfg = cfg.get("ray")
-    if ray_cfg is not None:
-        _check_positive("ray.num_workers", ray_cfg.get("num_workers", 1))
-        _check_positive("ray.inflight_per_worker", ray_cfg.get("inflight_per_worker", 1))
+    if sweep is not None and sweep.get("objective") is not None:
+        check_objective(str(sweep.objective))
 
 
-def _check_positive(key: str, value: Any) -> None:
-    if not isinstance(value, int) or value < 1:
-        raise InputError(key, value, "must be an integer >= 1")
+# key -> (lower bound, lower bound strict?, upper bound (number or simcore.limits name), integer?):
+# the orchestration settings whose wrong value would switch fault tolerance off or start
+# unbounded work (README "Limits and bounds"). NaN / inf never pass (simcore.limits.check_number).
+NUMBER_RULES: dict[str, tuple[float, bool, float | str | None, bool]] = {
+    "sweep.batch_size": (1, False, 1e6, True),
+    "sweep.num_points": (1, False, "points", True),
+    "sweep.top_k": (0, False, 1e6, True),
+    "sweep.flush_interval_s": (0, False, 86400.0, False),  # 0 = flush after every batch
+    "ray.num_workers": (1, False, 4096, True),
+    "ray.num_cpus": (1, False, 4096, True),
+    "ray.inflight_per_worker": (1, False, 1024, True),
+    "ray.max_batch_retries": (0, False, 100, True),
+    "tracking.child_runs_max": (0, False, 1e6, True),
+    "tracking.best_child_runs": (0, False, 1e6, True),
+    "tracking.request_timeout_s": (0, True, 3600.0, False),
+    "memory.latency_ns": (0, False, "time_ns", False),
+    "memory.bandwidth_GBps": (0, False, 1e9, False),
+    "memory.capacity_gib": (0, False, 1e9, False),
+}
+
+
+def check_objective(name: str, key: str = "sweep.objective") -> None:
+    """``name`` is a result column a sweep can rank by (an engine metric or a cost column)."""
+    from simcore.engine.result import METRICS
+
+    known = {*METRICS, "cost_usd_per_iter", "capex_usd", "power_kw"}
+    if name not in known and not (name.startswith("exposed_comm_") and name.endswith("_s")):
+        raise InputError(key, name, f"unknown metric; one of {', '.join(sorted(known))}")

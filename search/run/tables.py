@@ -21,6 +21,8 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from simcore.errors import InputError
+
 __all__ = ["ResultsStore", "Summary", "batch_frame", "format_summary", "summarize"]
 
 ID_COLUMNS = ("point_id", "point_hash")
@@ -88,14 +90,14 @@ class ResultsStore:
         parts = sorted(self.dir.glob("part-*.parquet"))
         if not parts:
             return pl.DataFrame()
-        return pl.concat([pl.read_parquet(p) for p in parts], how="diagonal_relaxed")
+        return pl.concat([_read_part(p) for p in parts], how="diagonal_relaxed")
 
     def done_ids(self) -> NDArray[np.int64]:
         """point_id of every row on disk."""
         parts = sorted(self.dir.glob("part-*.parquet"))
         if not parts:
             return np.zeros(0, dtype=np.int64)
-        ids = [pl.read_parquet(p, columns=["point_id"])["point_id"].to_numpy() for p in parts]
+        ids = [_read_part(p, ["point_id"])["point_id"].to_numpy() for p in parts]
         return np.concatenate(ids).astype(np.int64)
 
     def consolidate(self, path: str | Path) -> pl.DataFrame:
@@ -158,3 +160,13 @@ def format_summary(summary: Summary, axes: list[str], metrics: list[str]) -> str
                        float_precision=4):
             lines.append(str(summary.best.select(cols)))
     return "\n".join(lines)
+
+
+def _read_part(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
+    """One result part; an unreadable one is an :class:`InputError` naming it (parts are
+    written to a temp file and renamed, so only a damaged disk or a hand edit makes one)."""
+    try:
+        return pl.read_parquet(path, columns=columns)
+    except Exception as err:  # noqa: BLE001 - polars raises several types for a damaged file
+        raise InputError(str(path), "", f"corrupt result part ({type(err).__name__}); move it away and "
+                         "resume: its points are computed again") from None

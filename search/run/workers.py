@@ -49,7 +49,7 @@ class _Worker:
                            time.perf_counter() - t0, attempt)
 
 
-def init_ray(address: str | None, num_cpus: int | None, temp_dir: str,
+def init_ray(address: str | None, num_cpus: int | None, temp_dir: str | None,
              ship_project: bool | None = None, env_vars: Mapping[str, str] | None = None) -> bool:
     """Connect to Ray unless already connected; return True when this call started it.
 
@@ -57,6 +57,8 @@ def init_ray(address: str | None, num_cpus: int | None, temp_dir: str,
     (``auto`` or ``ray://host:port``) and, unless ``ship_project`` is False, ships the
     ``simcore`` and ``search`` packages to its workers as a runtime_env ``py_modules``.
     """
+    if address is None:  # before Ray reads its constants: a local Ray stays on loopback
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -75,12 +77,68 @@ def init_ray(address: str | None, num_cpus: int | None, temp_dir: str,
         runtime_env["py_modules"] = [os.path.dirname(simcore.__file__),
                                      os.path.dirname(search.__file__)]
     if address is None:
-        ray.init(num_cpus=num_cpus, _temp_dir=temp_dir, include_dashboard=False,
+        _loopback_only()
+        ray.init(num_cpus=num_cpus, _temp_dir=private_temp_dir(temp_dir), include_dashboard=False,
                  runtime_env=runtime_env, log_to_driver=False, configure_logging=False)
     else:
+        check_reachable(address)
         ray.init(address=address, runtime_env=runtime_env, log_to_driver=False,
                  configure_logging=False)
     return True
+
+
+def _loopback_only() -> None:
+    """Make a local Ray bind 127.0.0.1 only.
+
+    Ray resolves its node address to the machine's reachable IP unless its cluster mode is off
+    (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, read into ``ray_constants.ENABLE_RAY_CLUSTER``);
+    with the node address 127.0.0.1 the GCS, raylet, object manager, runtime-env agent and every
+    worker listen on loopback. To use other machines, start a cluster (``ray start --head``) and
+    pass ``ray.address``.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # inherited by Ray's processes
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def private_temp_dir(path: str | None) -> str:
+    """Ray's temp dir inside a folder private to this user (``/tmp/rs_simsweep_<uid>`` when
+    ``path`` is None): the folder is created 0700 (set back to 0700 if others had access) and
+    refused when it belongs to another user. Ray makes its own temp dir world-writable, so it
+    gets the subfolder ``r``: the private parent is what keeps others out."""
+    from simcore.errors import InputError
+
+    folder = path or f"/tmp/rs_simsweep_{os.getuid()}"
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    st = os.stat(folder)
+    if st.st_uid != os.getuid():
+        raise InputError("ray.temp_dir", folder, f"belongs to uid {st.st_uid}, not to this user: pick another")
+    if st.st_mode & 0o077:
+        os.chmod(folder, 0o700)
+    return os.path.join(folder, "r")
+
+
+def check_reachable(address: str) -> None:
+    """Fail fast when a ``host:port`` / ``ray://host:port`` cluster address does not accept a TCP
+    connection within the ``ray_connect_s`` limit (``auto`` is left to Ray)."""
+    import socket
+
+    from simcore.errors import InputError
+    from simcore.limits import limit
+
+    target = address.removeprefix("ray://")
+    if address == "auto" or ":" not in target:
+        return
+    host, _, port = target.rpartition(":")
+    if not port.isdigit():
+        raise InputError("ray.address", address, "must be auto, host:port or ray://host:port")
+    timeout = limit("ray_connect_s")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise InputError("ray.address", address, f"no Ray cluster answers within {timeout:g} s "
+                         f"({err.strerror or type(err).__name__}); limit ray_connect_s") from None
 
 
 class WorkerPool:
@@ -181,7 +239,7 @@ def ray_pool(rc: Any) -> Iterator[WorkerPool]:
     """A :class:`WorkerPool` of ``rc.num_workers`` actors on the Ray of the ``ray`` config
     group ``rc``; the pool is closed, and Ray shut down when this call started it, on exit."""
     workers = int(rc.num_workers)
-    started = init_ray(rc.get("address"), rc.get("num_cpus") or workers, str(rc.temp_dir),
+    started = init_ray(rc.get("address"), rc.get("num_cpus") or workers, rc.get("temp_dir"),
                        rc.get("ship_project"), dict(rc.get("env_vars") or {}))
     pool = WorkerPool(workers, int(rc.inflight_per_worker), int(rc.max_batch_retries))
     try:

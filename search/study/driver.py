@@ -40,6 +40,7 @@ from search.study.storage import (
     stale_trials,
 )
 from simcore.errors import InputError
+from simcore.limits import check_number
 
 __all__ = ["SearchOutcome", "SearchSetup", "prepare_search", "run_search", "study_runner"]
 
@@ -145,6 +146,10 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
         population_size=_int(search, "population_size", 2))
     cost = cost_spec_from(OmegaConf.to_container(search.cost, resolve=True))  # type: ignore[arg-type]
     batch_size = _int(search, "batch_size", 1)
+    check_number("search.train_tokens", search.get("train_tokens"), lo=0, lo_open=True, hi=1e18)
+    for key in ("timeout_s", "stale_after_s"):
+        if search.get(key) is not None:
+            check_number(f"search.{key}", search.get(key), lo=0, lo_open=True, hi=1e9)
     evaluator = DesignEvaluator(cfg, space, objectives, cost, float(search.train_tokens),
                                 runner or in_process_runner,
                                 penalize_infeasible=sampler_name not in _CONSTRAINED)

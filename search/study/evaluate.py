@@ -4,9 +4,13 @@ One call evaluates a batch of trials (DESIGN.md, "The vectorized engine"):
 
 1. derived values (``search.derived``) are computed from the trial's parameters and the base
    config; one that is not a positive whole number makes the trial infeasible;
-2. the structural part (every non-``system.*`` key: workload and parallelization) is applied to
-   the base config and built into specs once per distinct combination (``search.config.build``),
-   ``system.*`` leaves are applied to the built SystemSpec field by field, and the
+2. the structural part (every non-``system.*`` key: workload and parallelization, and the device
+   pool sizes ``system.pools.<i>.count``, whose sum the mixed presets' ``num_gpus`` follows) is
+   applied to the base config and built into specs once per distinct combination
+   (``search.config.build``); ``parallel.work_shares.<i>`` (pool ``i``'s relative work) are
+   gathered into ``parallel.work_shares`` (unnamed pools: 1.0), with ``parallel.work_split``
+   ``explicit`` unless the trial searches the split (shares then apply to ``explicit`` only);
+   the other ``system.*`` leaves are applied to the built SystemSpec field by field, and the
    parallelization is resolved against ``system.num_gpus`` (dp, batch divisibility); any
    :class:`~simcore.errors.InputError` on the way is the trial's infeasibility reason;
 3. points are grouped by graph structure (``simcore.api.structure_key`` plus model and
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from search.config.build import build_specs, set_path
 from search.run.batch import Columns, Runner, SpecBatch, in_process_runner, systems_batch
@@ -38,6 +42,29 @@ from simcore.errors import InputError
 __all__ = ["DesignEvaluator", "Runner", "in_process_runner"]
 
 _MISSING = object()
+_POOLS = "system.pools."  # pool sizes: composed (num_gpus follows them), not set on the spec
+_SHARES = "parallel.work_shares."
+
+
+def _gather_shares(values: dict[str, Any], base_cfg: DictConfig) -> dict[str, Any]:
+    """``parallel.work_shares.<i>`` keys -> one ``parallel.work_shares`` tuple (pools not
+    named get 1.0) and ``parallel.work_split=explicit`` unless the split is searched; with a
+    searched split other than ``explicit`` the shares are dropped."""
+    shares = {k: v for k, v in values.items() if k.startswith(_SHARES)}
+    if not shares:
+        return values
+    out = {k: v for k, v in values.items() if k not in shares}
+    index: dict[int, float] = {}
+    for key, value in shares.items():
+        tail = key[len(_SHARES):]
+        if not tail.isdigit():
+            raise InputError(key, value, "parallel.work_shares.<i> needs a pool index i")
+        index[int(tail)] = float(value)
+    num_pools = max(len(base_cfg.system.get("pools") or ()), max(index) + 1)
+    split = out.setdefault("parallel.work_split", "explicit")
+    if split == "explicit":
+        out["parallel.work_shares"] = tuple(index.get(i, 1.0) for i in range(num_pools))
+    return out
 
 
 @dataclass
@@ -89,10 +116,17 @@ class DesignEvaluator:
         return other
 
     def _lookup(self, params: Mapping[str, Any]) -> Callable[[str], Any]:
+        cfg = self.base_cfg
+        pools = [(k, v) for k, v in params.items() if k.startswith(_POOLS)]
+        if pools:  # derived values see num_gpus of this trial's pool sizes
+            cfg = cfg.copy()
+            for key, value in pools:
+                OmegaConf.update(cfg, key, value, merge=False)
+
         def get(key: str) -> Any:
             if key in params:
                 return params[key]
-            value = OmegaConf.select(self.base_cfg, key, default=_MISSING)
+            value = OmegaConf.select(cfg, key, default=_MISSING)
             if value is _MISSING:
                 raise InputError("search.derived", key, "unknown config key")
             return value
@@ -102,8 +136,10 @@ class DesignEvaluator:
         if items not in self._built:
             cfg = self.base_cfg.copy()
             try:
-                for key, value in items:
-                    OmegaConf.update(cfg, key, value, merge=False)
+                with open_dict(cfg):  # keys a preset leaves out (work_shares); specs check names
+                    for key, value in items:
+                        value = list(value) if isinstance(value, tuple) else value
+                        OmegaConf.update(cfg, key, value, merge=False)
                 model, parallel, system = build_specs(cfg)
                 self._built[items] = (model, parallel, system)
             except (InputError, ValueError) as err:
@@ -117,14 +153,19 @@ class DesignEvaluator:
             if value is None:
                 return _Point(index, reason=f"invalid: {reason}")
             values[key] = value
-        structural = tuple(sorted((k, v) for k, v in values.items() if not k.startswith("system.")))
+        try:
+            values = _gather_shares(values, self.base_cfg)
+        except InputError as err:
+            return _Point(index, reason=f"invalid: {err}")
+        structural = tuple(sorted((k, v) for k, v in values.items()
+                                  if not k.startswith("system.") or k.startswith(_POOLS)))
         built = self._structural(structural)
         if isinstance(built, str):
             return _Point(index, reason=built)
         model, parallel, system = built
         try:
             for key, value in values.items():
-                if key.startswith("system."):
+                if key.startswith("system.") and not key.startswith(_POOLS):
                     system = set_path(system, key.split(".")[1:], value, key, "system")
             if "parallel.dp" not in values and self.base_cfg.parallel.get("dp") is None:
                 parallel = dataclasses.replace(parallel, dp=None)  # re-derive for num_gpus

@@ -36,6 +36,7 @@ from optuna.distributions import (
 )
 
 from simcore.errors import InputError
+from simcore.limits import limit
 
 __all__ = [
     "SearchSpace",
@@ -48,8 +49,9 @@ _INT_INTERVAL = re.compile(r"int_interval\s*\(")
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
+    ast.Pow: lambda a, b: _bounded_pow(a, b),
 }
+_MAX_EXPRESSION_CHARS = 1000
 _FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max}
 
 
@@ -168,10 +170,33 @@ def parse_space(space: Mapping[str, Any], derived: Mapping[str, Any] | None = No
 
 
 def _parse_expression(key: str, expression: str) -> ast.expr:
+    if len(expression) > _MAX_EXPRESSION_CHARS:
+        raise InputError(f"search.derived.{key}", expression[:40] + "...",
+                         f"longer than {_MAX_EXPRESSION_CHARS} characters")
     try:
         return ast.parse(expression, mode="eval").body
     except SyntaxError as err:
         raise InputError(f"search.derived.{key}", expression, f"not an expression: {err.msg}") from None
+    except (RecursionError, MemoryError):
+        raise InputError(f"search.derived.{key}", expression[:40], "nested too deeply") from None
+
+
+def _bounded_pow(base: Any, exponent: Any) -> Any:
+    """``base ** exponent`` when |exponent| <= expr_exponent and the result's magnitude stays
+    within expr_magnitude (checked with logarithms before computing: ``9**9**9`` never runs)."""
+    max_exp, max_mag = limit("expr_exponent"), limit("expr_magnitude")
+    if abs(exponent) > max_exp:
+        raise InputError("search.derived", f"... ** {exponent}", f"exponent beyond +-{max_exp:g} (limit expr_exponent)")
+    if base not in (0, 1, -1) and exponent > 0 and exponent * math.log10(abs(base)) > math.log10(max_mag):
+        raise InputError("search.derived", f"{base} ** {exponent}", f"result beyond {max_mag:g} (limit expr_magnitude)")
+    return operator.pow(base, exponent)
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, int | float) and abs(value) > limit("expr_magnitude"):
+        raise InputError("search.derived", "|value| > limit", f"result beyond {limit('expr_magnitude'):g} "
+                         "(limit expr_magnitude)")
+    return value
 
 
 def evaluate_derived(
@@ -188,6 +213,12 @@ def evaluate_derived(
         value = _eval(node, lookup)
     except ZeroDivisionError:
         return None, f"{key}: division by zero"
+    except (OverflowError, RecursionError):
+        raise InputError(f"search.derived.{key}", expression[:60], "overflows or nests too deeply") from None
+    except InputError as err:
+        if err.key != "search.derived":
+            raise
+        raise InputError(f"search.derived.{key}", err.value, err.rule) from None
     if isinstance(value, float):
         if not math.isfinite(value) or abs(value - round(value)) > 1e-9:
             return None, f"{key} not integral: {value:g}"
@@ -201,10 +232,12 @@ def _eval(node: ast.AST, lookup: Callable[[str], Any]) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        return _BINOPS[type(node.op)](_eval(node.left, lookup), _eval(node.right, lookup))
+        return _bounded(_BINOPS[type(node.op)](_eval(node.left, lookup), _eval(node.right, lookup)))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_eval(node.operand, lookup)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
+        if not node.args or node.keywords:
+            raise InputError("search.derived", ast.unparse(node), "min/max need positional arguments")
         return _FUNCS[node.func.id](*(_eval(a, lookup) for a in node.args))
     if isinstance(node, ast.Name | ast.Attribute):
         value = lookup(_dotted(node))

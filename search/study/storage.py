@@ -82,7 +82,15 @@ def make_storage(kind: str, output_dir: Path, study_name: str) -> BaseStorage:
         output_dir.mkdir(parents=True, exist_ok=True)
         return RDBStorage(f"sqlite:///{(output_dir / 'optuna.db').resolve()}")
     if "://" in kind:
-        return RDBStorage(kind)
+        try:
+            return RDBStorage(kind)
+        except ImportError:
+            raise InputError("search.storage", kind.split("@")[-1] if "@" in kind else kind,
+                             "needs its database driver installed (psycopg2 for postgresql, "
+                             "pymysql or mysqlclient for mysql)") from None
+        except Exception as err:  # noqa: BLE001 - SQLAlchemy / Optuna raise many kinds
+            raise InputError("search.storage", kind.split("@")[-1], f"cannot open ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0][:200] if str(err) else ''})") from None
     raise InputError("search.storage", kind,
                      "must be journal, journal_shared, sqlite or an RDB URL")
 

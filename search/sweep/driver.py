@@ -64,7 +64,7 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
     store = ResultsStore(out, float(cfg.sweep.flush_interval_s))
     done = store.done_ids()
     outcome = SweepOutcome(out, plan.num_points, skipped=int(np.unique(done).shape[0]))
-    track = start_tracking(cfg, manifest, out, plan.num_points, [a.key for a in plan.axes], outcome)
+    track = start_tracking(cfg, manifest, out, plan.num_points, plan.param_keys, outcome)
     if outcome.skipped < plan.num_points:
         _evaluate(plan, cfg, done, store, track, outcome, on_batch)
     else:
@@ -96,8 +96,9 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: Results
             t_eval = time.perf_counter()
             bar = _progress(cfg, plan.num_points - outcome.skipped)
             batches = iter_batches(plan, int(cfg.sweep.batch_size), done, cost_spec(cfg))
+            params = plan.param_columns
             for res in pool.imap_unordered(batches):
-                axes = {k: v[res.point_ids] for k, v in plan.columns.items()}
+                axes = {k: v[res.point_ids] for k, v in params.items()}
                 hashes = [plan.point_hash[i] for i in res.point_ids.tolist()]
                 frame = batch_frame(res.point_ids, hashes, axes, res.columns, res.batch_id, res.node_id)
                 store.add(frame)

@@ -8,7 +8,6 @@ always complete. :func:`publish_folder` replays the final step from disk for ``s
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from search.run.tables import ResultsStore, format_summary, summarize
-from search.sweep.output import MANIFEST, SweepOutcome, write_manifest
+from search.sweep.output import SweepOutcome, read_manifest, write_manifest
 from search.tracking.client import Tracker, flatten_params
 from search.tracking.publish import (
     POINT_METRICS,
@@ -28,6 +27,7 @@ from search.tracking.publish import (
     publish_sweep,
     table_artifacts,
 )
+from simcore.errors import InputError
 
 __all__ = ["SUMMARY_METRICS", "LiveTracking", "finish_sweep", "publish_folder", "start_tracking",
            "summary_metric_columns"]
@@ -200,8 +200,11 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
 def publish_folder(out: Path, uri: str | None = None) -> dict[str, int]:
     """Log a finished (or partial) sweep folder to MLflow; idempotent (``simsweep sync``)."""
 
-    manifest = json.loads((out / MANIFEST).read_text())
-    config = yaml.safe_load((out / "config.yaml").read_text())
+    manifest = read_manifest(out)
+    try:
+        config = yaml.safe_load((out / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise InputError(str(out / "config.yaml"), "", f"unreadable ({type(err).__name__})") from None
     tc = dict(manifest["tracking"])
     store = ResultsStore(out)
     frame = store.consolidate(out / "results.parquet")
@@ -212,11 +215,18 @@ def publish_folder(out: Path, uri: str | None = None) -> dict[str, int]:
     (out / "summary.txt").write_text(text + "\n")
     tracker = Tracker(uri or manifest.get("tracking_uri") or tc.get("uri"),
                       _experiment(tc, manifest["name"]), float(tc.get("request_timeout_s", 10)))
-    parent = _parent(tracker, manifest, out, config)
-    counts = publish_sweep(tracker, parent, frame, summary, axes, int(tc["child_runs_max"]),
-                           int(tc["best_child_runs"]),
-                           _artifacts(out, frame, axes, manifest["objective"], bool(tc["plots"])),
-                           description=_description(manifest, text))
+    down = "is unreachable; the results stay on disk: run `simsweep sync` again once it is up"
+    if not tracker.reachable():
+        raise InputError("tracking.uri", tracker.uri, down)
+    try:
+        parent = _parent(tracker, manifest, out, config)
+        counts = publish_sweep(tracker, parent, frame, summary, axes, int(tc["child_runs_max"]),
+                               int(tc["best_child_runs"]),
+                               _artifacts(out, frame, axes, manifest["objective"], bool(tc["plots"])),
+                               description=_description(manifest, text))
+    except Exception as err:  # the store failed mid-way: sync is idempotent, a rerun completes it
+        raise InputError("tracking.uri", tracker.uri,
+                         f"failed while logging ({type(err).__name__}); {down}") from err
     manifest.update(parent_run_id=parent, tracking_synced=True, tracking_uri=tracker.uri)
     write_manifest(out, manifest)
     return {**counts, "points": frame.height}

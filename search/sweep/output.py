@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from search.sweep.plan import SweepPlan, _sha
 from simcore.errors import InputError
 
-__all__ = ["MANIFEST", "SweepOutcome", "prepare_output", "write_manifest"]
+__all__ = ["MANIFEST", "SweepOutcome", "prepare_output", "read_manifest", "write_manifest"]
 
 MANIFEST = "sweep.json"
 
@@ -54,8 +54,13 @@ def prepare_output(plan: SweepPlan, cfg: DictConfig) -> tuple[Path, dict[str, An
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = (Path("outputs") / f"sweep-{sweep.name}-{stamp}").resolve()
     path = out / MANIFEST
+    if out.exists() and not out.is_dir():
+        raise InputError("sweep.output_dir", str(out), "is a file, not a folder")
+    if sweep.resume and not path.exists():
+        raise InputError("sweep.resume", str(out), "nothing to resume: the folder holds no sweep.json "
+                         "(drop sweep.resume=true to start a new sweep there)")
     if path.exists():
-        manifest: dict[str, Any] = json.loads(path.read_text())
+        manifest: dict[str, Any] = read_manifest(out)
         if not sweep.resume:
             raise InputError("sweep.output_dir", str(out),
                              "already holds a sweep; pass sweep.resume=true or another folder")
@@ -67,7 +72,7 @@ def prepare_output(plan: SweepPlan, cfg: DictConfig) -> tuple[Path, dict[str, An
     manifest = {
         "sweep_hash": plan.sweep_hash, "sweep_id": _sha(f"{plan.sweep_hash}|{out}"),
         "name": str(sweep.name), "num_points": plan.num_points,
-        "axes": [a.key for a in plan.axes], "hardware_axes": sorted(plan.hardware),
+        "axes": plan.param_keys, "hardware_axes": sorted(plan.hardware),
         "fixed": list(plan.fixed), "objective": str(sweep.objective),
         "direction": str(sweep.direction), "top_k": int(sweep.top_k),
         "created_utc": datetime.now(UTC).isoformat(),
@@ -77,6 +82,21 @@ def prepare_output(plan: SweepPlan, cfg: DictConfig) -> tuple[Path, dict[str, An
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     write_manifest(out, manifest)
     return out, manifest
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    """The folder's ``sweep.json``; a missing or corrupt one is an :class:`InputError`."""
+    try:
+        manifest = json.loads((out / MANIFEST).read_text())
+    except OSError as err:
+        raise InputError(str(out / MANIFEST), "", f"cannot read ({err.strerror or err})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError(str(out / MANIFEST), "", "corrupt (not valid JSON); restore it or start a new "
+                         "output_dir") from None
+    keys = ("sweep_id", "sweep_hash", "name", "axes", "objective", "direction", "top_k", "tracking")
+    if not isinstance(manifest, dict) or any(k not in manifest for k in keys):
+        raise InputError(str(out / MANIFEST), "", f"corrupt (needs keys {', '.join(keys)})")
+    return manifest
 
 
 def write_manifest(out: Path, manifest: dict[str, Any]) -> None:

@@ -12,6 +12,11 @@ the graph structure and differ only in numbers). Axes are split in two kinds:
   any work (schema type, then the spec's own rules on the base system), and
   ``tests/search/sweep/test_plan.py`` checks that base+replace equals a full composition per point.
 
+A cluster of several device pools (``system.pools``) adds ``pool<i>_accelerator`` and
+``pool<i>_count`` columns per point (:func:`pool_columns`, from each point's built SystemSpec;
+pool sizes are structural: they change ``num_gpus``), so a sweep over a mix of devices
+(``system.pools.0.count=8,16 system.pools.1.count=16,32,48``) is tabulated and tracked by pool.
+
 Each point gets a stable ``point_hash`` (its composed structural config and hardware values)
 and the sweep a ``sweep_hash``; resume and MLflow de-duplication rely on both.
 """
@@ -34,7 +39,7 @@ from search.config.build import build_specs, coerce_column, field_type, set_path
 from search.config.schema import validate_config
 from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random
 
-__all__ = ["Combo", "SweepPlan", "format_value", "make_plan"]
+__all__ = ["Combo", "SweepPlan", "format_value", "make_plan", "pool_columns"]
 
 _SIM_GROUPS = ("workload", "parallel", "system", "collective", "memory")
 _RUN_GROUPS = ("sweep", "tracking", "ray")  # how a sweep runs, not what it computes
@@ -65,6 +70,8 @@ class SweepPlan:
         columns: axis key -> (N,) values.
         hardware: hardware axis key -> path inside SystemSpec.
         combos: structural combinations; ``combo_of`` (N,) indexes them.
+        derived: derived per-point columns (``pool<i>_accelerator``, ``pool<i>_count``), logged
+            with the axes as the point's parameters.
         point_hash: (N,) stable point identities.
         sweep_hash: identity of the whole sweep definition.
     """
@@ -78,6 +85,18 @@ class SweepPlan:
     combo_of: NDArray[np.int64]
     point_hash: list[str]
     sweep_hash: str
+    derived: dict[str, NDArray[Any]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def param_keys(self) -> list[str]:
+        """The point's parameter columns: the axis keys, then the derived columns."""
+        return [a.key for a in self.axes] + [k for k in self.derived if k not in self.columns]
+
+    @property
+    def param_columns(self) -> dict[str, NDArray[Any]]:
+        """Axis and derived columns by key (what a results row records of its design point)."""
+        extra = {k: v for k, v in self.derived.items() if k not in self.columns}
+        return {**self.columns, **extra}
 
     @property
     def num_points(self) -> int:
@@ -192,7 +211,25 @@ def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Seque
     ident = {"fixed": sorted(sim_fixed), "axes": [a.expr for a in parsed.axes],
              "mode": str(sweep.mode), "seed": seed, "n": n, "base": base.config_hash}
     return SweepPlan(base_cfg, parsed.fixed, parsed.axes, columns, hardware, combos, combo_of,
-                     hashes, _sha(json.dumps(ident, sort_keys=True)))
+                     hashes, _sha(json.dumps(ident, sort_keys=True)),
+                     pool_columns([c.system for c in combos], combo_of))
+
+
+def pool_columns(systems: Sequence[Any], index: NDArray[np.int64]) -> dict[str, NDArray[Any]]:
+    """``pool<i>_accelerator`` (preset name) and ``pool<i>_count`` (accelerators) per point,
+    point ``j`` being ``systems[index[j]]``; empty when every system is one device pool."""
+    width = max((s.num_pools for s in systems), default=1)
+    if width < 2:
+        return {}
+    cols: dict[str, NDArray[Any]] = {}
+    for i in range(width):
+        names = np.asarray([s.devices[i].accelerator.name if i < s.num_pools else ""
+                            for s in systems], dtype=object)
+        counts = np.asarray([s.devices[i].count if i < s.num_pools else 0 for s in systems],
+                            dtype=np.int64)
+        cols[f"pool{i}_accelerator"] = names[index]
+        cols[f"pool{i}_count"] = counts[index]
+    return cols
 
 
 def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.errors import InputError
+from simcore.limits import check_number, limit
 
 __all__ = ["Axis", "SweepPlanInput", "expand_grid", "parse_overrides", "sample_random"]
 
@@ -99,6 +100,8 @@ def _axis_from_override(ov: Any, text: str, options: Callable[[str], list[str]],
             raise InputError(key, text, "glob(...) selects options of a config group only")
         values: list[object] = list(val.filter(sorted(options(key))))
     elif isinstance(val, (ChoiceSweep, RangeSweep)):
+        if isinstance(val, RangeSweep):
+            _check_range(key, text, val)
         state = random.getstate()  # Hydra shuffles with `random`: seed it, then restore
         random.seed(seed)
         values = list(ov.sweep_iterator())
@@ -110,6 +113,21 @@ def _axis_from_override(ov: Any, text: str, options: Callable[[str], list[str]],
     if len(set(map(repr, values))) != len(values):
         raise InputError(key, text, "sweep axis repeats a value")
     return Axis(key, text, tuple(values), is_group=is_group)
+
+
+def _check_range(key: str, text: str, val: Any) -> None:
+    """``range(start, stop, step)``: finite numbers, step != 0, at most ``points`` values,
+    counted before Hydra enumerates them (a zero step would never end, 1e8 values fill memory)."""
+    start, stop = val.start, val.stop
+    step = 1 if val.step is None else val.step
+    for name, num in (("start", start), ("stop", stop), ("step", step)):
+        check_number(f"{key}.range.{name}", num)
+    if step == 0:
+        raise InputError(key, text, "range(start, stop, step) needs step != 0")
+    count = max(0, math.ceil((stop - start) / step))
+    if count > limit("points"):
+        raise InputError(key, text, f"range has {count} values, more than {limit('points'):g} "
+                         "(limit points, SIMSWEEP_MAX_POINTS)")
 
 
 def parse_overrides(
@@ -159,8 +177,12 @@ def _column(values: Sequence[object]) -> NDArray[np.generic]:
     return out
 
 
-def expand_grid(axes: Sequence[Axis], max_points: int = 50_000_000) -> dict[str, NDArray[np.generic]]:
-    """Cartesian product of enumerated axes as columns (first axis slowest)."""
+def expand_grid(axes: Sequence[Axis], max_points: int | None = None) -> dict[str, NDArray[np.generic]]:
+    """Cartesian product of enumerated axes as columns (first axis slowest).
+
+    The product of the axis sizes is checked against ``max_points`` (default: the ``points``
+    limit) before anything is expanded."""
+    max_points = int(limit("points")) if max_points is None else max_points
     for ax in axes:
         if ax.values is None:
             raise InputError(ax.key, ax.expr, "interval(...) cannot be enumerated: use sweep.mode=random or range(...)")
@@ -176,8 +198,7 @@ def expand_grid(axes: Sequence[Axis], max_points: int = 50_000_000) -> dict[str,
 
 def sample_random(axes: Sequence[Axis], num_points: int, seed: int) -> dict[str, NDArray[np.generic]]:
     """``num_points`` independent uniform draws per axis from a generator seeded with ``seed``."""
-    if num_points < 1:
-        raise InputError("sweep.num_points", num_points, "must be >= 1 in random mode")
+    check_number("sweep.num_points", num_points, lo=1, hi=limit("points"), integer=True)
     rng = np.random.default_rng(seed)
     cols: dict[str, NDArray[np.generic]] = {}
     for ax in axes:

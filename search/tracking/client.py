@@ -9,9 +9,10 @@ names (``iteration_time_s``, ``mfu``, ``peak_memory_gib``, ...).
 
 Every write is batched: a child run costs three requests (create, one ``log_batch`` with all its
 params and metrics, terminate), never one request per value. Runs carry tags that make logging
-idempotent: ``simsweep.sweep_id`` on the parent (sweep hash + output folder), and
-``simsweep.point_hash`` on each child, so a resumed sweep or ``simsweep sync`` looks runs up and
-creates only the missing ones. The default store is SQLite under ``<repo or cwd>/.simsweep/``
+idempotent and exactly-once: ``simsweep.sweep_id`` on the parent (sweep hash + output folder), and
+``simsweep.point_hash`` on each child, written in the same ``log_batch`` as its data (so it marks
+the run complete), so a resumed sweep or ``simsweep sync`` looks runs up, finishes or deletes runs
+a kill cut off, and creates only the missing ones. The default store is SQLite under ``<repo or cwd>/.simsweep/``
 with artifacts beside it; ``tracking.uri`` selects any other store or server.
 """
 
@@ -233,26 +234,46 @@ class Tracker:
             self.client.log_batch(run_id, params=chunk)
 
     def child_hashes(self, parent_id: str) -> set[str]:
-        """point_hash tags of the parent's child runs (paged search)."""
+        """point_hash tags of the parent's *complete* child runs, repairing cut-off ones.
+
+        A child run is complete once it carries its ``simsweep.point_hash`` tag: that tag is
+        written in the same ``log_batch`` as the run's params and metrics (one transaction), so
+        a run that has it has all its data. A complete run still RUNNING (killed before
+        ``set_terminated``) is terminated here; a run without the tag (killed between create and
+        ``log_batch``) and a second complete run of the same point are deleted, so the caller
+        logs each missing point once and every point ends as exactly one FINISHED run.
+        """
         t0 = time.perf_counter()
-        out: set[str] = set()
+        runs: list[Any] = []
         token = None
         while True:
             page = self.client.search_runs(
                 [self.experiment_id], filter_string=f"tags.`{_TAG_PARENT}` = '{parent_id}'",
                 max_results=1000, page_token=token)
-            out.update(r.data.tags.get(_TAG_POINT, "") for r in page)
+            runs.extend(page)
             token = page.token
             if not token:
                 break
-        out.discard("")
+        out: set[str] = set()
+        for run in sorted(runs, key=lambda r: (r.info.status != "FINISHED", r.info.start_time or 0)):
+            point = run.data.tags.get(_TAG_POINT, "")
+            if not point or point in out:
+                self.client.delete_run(run.info.run_id)
+                continue
+            if run.info.status != "FINISHED":
+                self.client.set_terminated(run.info.run_id, status="FINISHED")
+            out.add(point)
         self.log_s += time.perf_counter() - t0
         return out
 
     def log_children(self, parent_id: str, rows: Iterable[Mapping[str, Any]],
                      param_keys: list[str], metric_keys: list[str]) -> int:
-        """One child run per row: tags, params and metrics in one ``log_batch``; returns count."""
-        from mlflow.entities import Metric, Param
+        """One child run per row: params, metrics and the completion tag in one ``log_batch``.
+
+        The ``simsweep.point_hash`` tag travels in that batch (not in ``create_run``), so a run
+        is marked as logged only once its data landed (see :meth:`child_hashes`).
+        """
+        from mlflow.entities import Metric, Param, RunTag
 
         t0 = time.perf_counter()
         count = 0
@@ -261,7 +282,7 @@ class Tracker:
             run = self.client.create_run(
                 self.experiment_id, start_time=now,
                 run_name=str(row.get("run_name", f"point-{row['point_id']}")),
-                tags={_TAG_PARENT: parent_id, _TAG_POINT: str(row["point_hash"]),
+                tags={_TAG_PARENT: parent_id,
                       _TAG_KIND: str(row.get("kind", "point")),
                       "simsweep.point_id": str(row["point_id"]),
                       "simsweep.feasible": str(bool(row["feasible"])),
@@ -269,7 +290,8 @@ class Tracker:
             params = [Param(k[:250], str(row[k])) for k in param_keys]
             metrics = [Metric(k, float(row[k]), now, 0) for k in metric_keys
                        if row.get(k) is not None and row[k] == row[k]]  # skip None / NaN
-            self.client.log_batch(run.info.run_id, metrics=metrics, params=params)
+            self.client.log_batch(run.info.run_id, metrics=metrics, params=params,
+                                  tags=[RunTag(_TAG_POINT, str(row["point_hash"]))])
             self.client.set_terminated(run.info.run_id, end_time=now)
             count += 1
         self.log_s += time.perf_counter() - t0

@@ -12,12 +12,9 @@ Every violation raises :class:`InputError` naming the file, the key, the value a
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from simcore.emulator.specs import (
     CommGroupsSpec,
@@ -27,6 +24,7 @@ from simcore.emulator.specs import (
     SystemSpec,
 )
 from simcore.errors import InputError
+from simcore.limits import check_number, limit, load_json, load_yaml
 
 __all__ = ["read_comm_groups", "read_network", "read_remote_memory", "read_system"]
 
@@ -69,10 +67,16 @@ def _load_json(path: Path) -> Any:
         text = path.read_text()
     except OSError as err:
         raise InputError(str(path), "", f"cannot read: {err.strerror or err}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(str(path), text[:20], f"not valid JSON ({err.msg} at line {err.lineno})") from None
+    return load_json(text, str(path))
+
+
+def _int_bound(key: str) -> float:
+    """Upper bound of an integer system / remote-memory key (README "Limits and bounds")."""
+    if key in ("preferred-dataset-splits", "active-chunks-per-dimension"):
+        return limit("dataset_splits")
+    if key in ("num-nodes", "num-npus-per-node"):
+        return limit("graph_ranks")
+    return limit("time_ns")
 
 
 def _convert(path: Path, key: str, kind: str, value: Any) -> Any:
@@ -83,11 +87,13 @@ def _convert(path: Path, key: str, kind: str, value: Any) -> Any:
             raise InputError(where, value, "must be an integer")
         if kind == "flag" and value not in (0, 1):
             raise InputError(where, value, "must be 0 or 1")
+        if kind == "int":
+            check_number(where, value, lo=0, hi=_int_bound(key), integer=True)
         return bool(value) if kind == "flag" else value
     if kind == "num":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InputError(where, value, "must be a number")
-        return float(value)
+        return float(check_number(where, value, lo=0, hi=limit("time_ns")))
     if kind == "str":
         if not isinstance(value, str):
             raise InputError(where, value, "must be a string")
@@ -107,9 +113,10 @@ def _per_node_map(path: Path, yaml_path: str) -> tuple[tuple[int, str], ...]:
     """Read the ``per-node-custom-implementation`` YAML map ``{node_id: prefix}``."""
     target = Path(yaml_path) if Path(yaml_path).is_absolute() else path.parent / yaml_path
     try:
-        data = yaml.safe_load(target.read_text())
-    except (OSError, yaml.YAMLError) as err:
+        text = target.read_text()
+    except OSError as err:
         raise InputError(f"{path}:per-node-custom-implementation", yaml_path, f"unreadable YAML: {err}") from None
+    data = load_yaml(text, str(target))
     if not isinstance(data, dict):
         raise InputError(str(target), data, "must be a map from node id to path prefix")
     pairs = []
@@ -150,11 +157,10 @@ def read_network(path: str | Path) -> NetworkSpec:
     """Parse an analytical network YAML file (reference §2.2) into a :class:`NetworkSpec`."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except OSError as err:
         raise InputError(str(path), "", f"cannot read: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise InputError(str(path), "", f"not valid YAML: {str(err).splitlines()[0]}") from None
+    data = load_yaml(text, str(path))
     if not isinstance(data, dict):
         raise InputError(str(path), data, "must be a YAML map")
     lists: dict[str, list[Any]] = {}
@@ -171,16 +177,16 @@ def read_network(path: str | Path) -> NetworkSpec:
         raise InputError(f"{path}:lengths", lengths, "topology/npus_count/bandwidth/latency must have equal lengths")
     dims = []
     for kind, npus, bw, lat in zip(*lists.values(), strict=True):
-        for key, val in (("npus_count", npus), ("bandwidth", bw), ("latency", lat)):
-            if isinstance(val, bool) or not isinstance(val, int | float):
-                raise InputError(f"{path}:{key}", val, "must be a number")
-        if isinstance(npus, float) and not npus.is_integer():
-            raise InputError(f"{path}:npus_count", npus, "must be an integer")
+        check_number(f"{path}:npus_count", npus, lo=1, hi=limit("graph_ranks"), integer=True)
+        check_number(f"{path}:bandwidth", bw, lo=0, lo_open=True, hi=limit("bytes"))
+        check_number(f"{path}:latency", lat, lo=0, hi=limit("time_ns"))
         try:
             dims.append(NetworkDimSpec(str(kind), int(npus), float(bw), float(lat)))
         except InputError as err:
             raise InputError(f"{path}:{err.key}", err.value, err.rule) from None
-    return NetworkSpec(tuple(dims))
+    spec = NetworkSpec(tuple(dims))
+    check_number(f"{path}:npus_count", spec.npus, hi=limit("graph_ranks"))  # product over dimensions
+    return spec
 
 
 def read_remote_memory(path: str | Path) -> RemoteMemorySpec:

@@ -207,6 +207,9 @@ class WorkloadRank:
         members = self.ctx.groups.members(int(pg))
         if members is None:
             raise InputError(f"{self._where(i)}:pg_name", pg, "no such group in the comm-group configuration")
+        if self.npu not in members:
+            raise InputError(f"{self._where(i)}:pg_name", pg,
+                             f"NPU {self.npu} is not a member of this communicator group {list(members)[:8]}")
         return members
 
     def _peer(self, i: int, name: str) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simcore.errors import InputError, require
+from simcore.limits import limit
 from simcore.specs.layer_split import chunk_layers
 
 __all__ = ["PRECISIONS", "RECOMPUTE_MODES", "WORK_SPLITS", "ParallelSpec"]
@@ -176,6 +177,9 @@ class ParallelSpec:
         dp = spec.dp_size
         require(spec.global_batch % (dp * spec.micro_batch) == 0, p + "global_batch",
                 spec.global_batch, f"must be divisible by dp*micro_batch={dp * spec.micro_batch}")
+        require(spec.num_micro_batches <= limit("micro_batches"), p + "global_batch", spec.global_batch,
+                f"gives {spec.num_micro_batches} micro-batches per replica, more than "
+                f"{int(limit('micro_batches'))} (limit micro_batches, SIMSWEEP_MAX_MICRO_BATCHES)")
         require(dp % spec.ep == 0, p + "ep", spec.ep, f"must divide dp={dp}")
         if spec.vp > 1:
             require(spec.num_micro_batches % spec.pp == 0, p + "global_batch", spec.global_batch,

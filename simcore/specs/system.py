@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from simcore.errors import InputError, require
+from simcore.limits import limit
 from simcore.specs.collective import CollectiveSpec
 from simcore.specs.endpoint import EndpointSpec
 from simcore.specs.memory_tier import RemoteMemorySpec
@@ -319,6 +320,8 @@ class SystemSpec:
             value = getattr(self, key)
             require(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
                     p + key, value, "must be an integer >= 1")
+        require(self.num_gpus <= limit("graph_ranks"), p + "num_gpus", self.num_gpus,
+                f"must be <= {int(limit('graph_ranks'))} (limit graph_ranks, SIMSWEEP_MAX_GRAPH_RANKS)")
         require(self.num_gpus % self.gpus_per_node == 0 or self.num_gpus < self.gpus_per_node,
                 p + "num_gpus", self.num_gpus,
                 f"must be a multiple of gpus_per_node={self.gpus_per_node} (or fewer)")

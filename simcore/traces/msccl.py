@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simcore.errors import InputError
+from simcore.limits import check_number, limit
 from simcore.traces.chakra.build import EtTraceBuilder
 from simcore.traces.chakra.schema import NodeType
 from simcore.traces.chakra.trace import EtTrace
@@ -66,16 +67,22 @@ class MscclAlgorithm:
     gpus: tuple[_Gpu, ...]
 
 
-def _int(elem: ET.Element, key: str, where: str, default: int | None = None) -> int:
+_MAX_COUNT = 1 << 20  # chunks, steps, threadblocks, channels of one algorithm
+
+
+def _int(elem: ET.Element, key: str, where: str, default: int | None = None,
+         lo: int = -1, hi: float = _MAX_COUNT) -> int:
+    """An integer attribute in ``[lo, hi]`` (README "Limits and bounds")."""
     raw = elem.get(key)
     if raw is None:
         if default is None:
             raise InputError(f"{where}.{key}", None, "attribute is required")
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise InputError(f"{where}.{key}", raw, "must be an integer") from None
+    return int(check_number(f"{where}.{key}", value, lo=lo, hi=hi, integer=True))
 
 
 def parse_msccl(text: str, source: str = "msccl") -> MscclAlgorithm:
@@ -90,24 +97,24 @@ def parse_msccl(text: str, source: str = "msccl") -> MscclAlgorithm:
         raise InputError(source, str(err), "not well-formed XML") from None
     if root.tag != "algo":
         raise InputError(f"{source} root", root.tag, "must be <algo>")
-    ngpus = _int(root, "ngpus", f"{source} algo")
-    per_loop = _int(root, "nchunksperloop", f"{source} algo", 1)
+    ngpus = _int(root, "ngpus", f"{source} algo", lo=1, hi=limit("graph_ranks"))
+    per_loop = _int(root, "nchunksperloop", f"{source} algo", 1, lo=1)
     gpus = []
     for g in root.iter("gpu"):
-        gid = _int(g, "id", f"{source} gpu")
-        gpu = _Gpu(gid, _int(g, "i_chunks", f"{source} gpu {gid}", 0) or per_loop)
+        gid = _int(g, "id", f"{source} gpu", lo=0)
+        gpu = _Gpu(gid, _int(g, "i_chunks", f"{source} gpu {gid}", 0, lo=0) or per_loop)
         for tb in g.iter("tb"):
             where = f"{source} gpu {gid} tb"
-            tid = _int(tb, "id", where)
-            gpu.tbs[tid] = (_int(tb, "send", where, -1), _int(tb, "recv", where, -1),
-                            _int(tb, "chan", where, 0))
+            tid = _int(tb, "id", where, lo=0)
+            gpu.tbs[tid] = (_int(tb, "send", where, -1, hi=ngpus - 1), _int(tb, "recv", where, -1, hi=ngpus - 1),
+                            _int(tb, "chan", where, 0, lo=0))
             for st in tb.iter("step"):
                 w = f"{source} gpu {gid} tb {tid} step"
                 kind = st.get("type", "")
                 if kind not in _TYPES:
                     raise InputError(f"{w}.type", kind, f"must be one of {sorted(_TYPES)}")
-                s = _int(st, "s", w)
-                gpu.steps[(tid, s)] = _Step(tid, s, kind, _int(st, "cnt", w, 1),
+                s = _int(st, "s", w, lo=0)
+                gpu.steps[(tid, s)] = _Step(tid, s, kind, _int(st, "cnt", w, 1, lo=0),
                                             _int(st, "depid", w, -1), _int(st, "deps", w, -1))
         gpus.append(gpu)
     ids = sorted(g.gid for g in gpus)
@@ -213,6 +220,7 @@ def msccl_to_traces(xml: str | Path, coll_size: int, source: str | None = None) 
     else:
         text, src = str(xml), source or "msccl"
     alg = parse_msccl(text, src)
+    check_number("coll_size", coll_size, lo=1, hi=limit("bytes"), integer=True)
     if coll_size < max(g.i_chunks for g in alg.gpus):
         raise InputError("coll_size", coll_size, "must be at least the number of input chunks")
     return [_gpu_trace(alg, g, coll_size, src) for g in alg.gpus]

@@ -5,10 +5,11 @@ A decoded :class:`EtTrace` is stored under ``$SIMSWEEP_CACHE_DIR`` (default
 a JSON header, then the *core* arrays (ids, types, times, dependencies, attribute columns),
 each in the smallest integer type that holds it. The *bulk* (names, IOInfo, attributes in long
 form, metadata) is not cached: when first asked for, it is decoded again from the trace file.
-The key is the real path, size and mtime of the trace file, and the header repeats them, so a
-changed file is a miss. A cache file that cannot be read is a miss; one that cannot be written
+The key is the size and a BLAKE2b-128 hash of the file's bytes (never its path or mtime: ``cp -p``,
+``rsync -t`` or ``tar`` can replace a file keeping both), and the header repeats it, so a changed
+file is a miss. A cache file that cannot be read is a miss; one that cannot be written
 is skipped silently. The traces of a whole workload (``read_traces``) are stored together in one
-*bundle* file keyed by all their paths and stamps: creating a file costs ~1 ms on this
+*bundle* file keyed by all their content keys: creating a file costs ~1 ms on this
 machine's disk, more than decoding a small trace, so 256 per-rank files were 0.3 s of a cold run.
 """
 
@@ -29,9 +30,9 @@ from simcore.traces.chakra.trace import EtBulk, EtTrace, StrColumn
 
 __all__ = ["cache_dir", "clear_memory", "load", "load_many", "load_memory", "store", "store_many"]
 
-_MAGIC = b"SSETC003"  # bump whenever the decoded content or layout changes
-_BUNDLE_MAGIC = b"SSETB001"  # many traces in one file: count, offsets, then one blob per trace
-_MEMORY: dict[str, tuple[tuple[int, int], EtTrace, int]] = {}
+_MAGIC = b"SSETC004"  # bump whenever the decoded content or layout changes
+_BUNDLE_MAGIC = b"SSETB002"  # many traces in one file: count, offsets, then one blob per trace
+_MEMORY: dict[str, tuple[tuple[int, str], EtTrace, int]] = {}
 _MEMORY_MAX_BYTES = 1 << 30  # traces kept in this process, oldest dropped first
 _memory_bytes = [0]
 
@@ -51,17 +52,22 @@ def clear_memory() -> None:
     _memory_bytes[0] = 0
 
 
-def _stamp(path: str) -> tuple[str, tuple[int, int]]:
-    st = os.stat(path)
-    return os.path.realpath(path), (st.st_size, st.st_mtime_ns)
+def _stamp(path: str) -> tuple[str, tuple[int, str]]:
+    """The real path and the content key (size, BLAKE2b-128 of the bytes) of ``path``."""
+    h = hashlib.blake2b(digest_size=16)
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+            size += len(chunk)
+    return os.path.realpath(path), (size, h.hexdigest())
 
 
-def _cache_file(real: str, stamp: tuple[int, int]) -> Path | None:
+def _cache_file(real: str, stamp: tuple[int, str]) -> Path | None:
     folder = cache_dir()
     if folder is None:
         return None
-    digest = hashlib.sha1(f"{real}\0{stamp[0]}\0{stamp[1]}".encode()).hexdigest()[:24]
-    return folder / f"{digest}.etc"
+    return folder / f"{stamp[1]}-{stamp[0]}.etc"
 
 
 def load_memory(path: str) -> EtTrace | None:
@@ -107,11 +113,11 @@ def store(path: str, trace: EtTrace) -> None:
         return
 
 
-def _bundle_file(keys: list[tuple[str, tuple[int, int]]]) -> Path | None:
+def _bundle_file(keys: list[tuple[str, tuple[int, str]]]) -> Path | None:
     folder = cache_dir()
     if folder is None:
         return None
-    text = "\n".join(f"{real}\0{size}\0{mtime}" for real, (size, mtime) in keys)
+    text = "\n".join(f"{size}\0{digest}" for _, (size, digest) in keys)
     return folder / f"{hashlib.sha1(text.encode()).hexdigest()[:24]}.etb"
 
 
@@ -172,7 +178,7 @@ def store_many(paths: list[str], traces: list[EtTrace]) -> None:
         return
 
 
-def _remember(real: str, stamp: tuple[int, int], trace: EtTrace) -> None:
+def _remember(real: str, stamp: tuple[int, str], trace: EtTrace) -> None:
     size = _footprint(trace)
     old = _MEMORY.pop(real, None)
     if old is not None:
@@ -203,7 +209,7 @@ def _footprint(trace: EtTrace) -> int:
     return size
 
 
-def _serialize(trace: EtTrace, real: str, stamp: tuple[int, int]) -> bytes:
+def _serialize(trace: EtTrace, real: str, stamp: tuple[int, str]) -> bytes:
     core: dict[str, NDArray[Any]] = {
         "ids": trace.ids, "types": trace.types, "start": trace.start_time_micros,
         "dur": trace.duration_micros, "data_ptr": trace.data_ptr, "data": trace.data_deps,
@@ -263,25 +269,25 @@ def _arrays(data: bytes | memoryview, entries: list[list[Any]]) -> dict[str, NDA
     return out
 
 
-def _read(file: Path, real: str, stamp: tuple[int, int], path: str) -> EtTrace | None:
+def _read(file: Path, real: str, stamp: tuple[int, str], path: str) -> EtTrace | None:
     with open(file, "rb") as fh:
         if fh.read(8) != _MAGIC:
             return None
         (head_len,) = struct.unpack("<Q", fh.read(8))
         header = json.loads(fh.read(head_len))
-        if header["real"] != real or tuple(header["stamp"]) != stamp:
+        if tuple(header["stamp"]) != stamp:
             return None
         core = _arrays(fh.read(header["core_end"]), header["core"])
     return _trace(header, core, path)
 
 
-def _parse(blob: memoryview, real: str, stamp: tuple[int, int], path: str) -> EtTrace | None:
+def _parse(blob: memoryview, real: str, stamp: tuple[int, str], path: str) -> EtTrace | None:
     """The trace serialized in ``blob`` (one :func:`_serialize` output), if it is ``real``'s."""
     if bytes(blob[:8]) != _MAGIC:
         return None
     (head_len,) = struct.unpack("<Q", blob[8:16])
     header = json.loads(bytes(blob[16 : 16 + head_len]))
-    if header["real"] != real or tuple(header["stamp"]) != stamp:
+    if tuple(header["stamp"]) != stamp:
         return None
     return _trace(header, _arrays(blob[16 + head_len :], header["core"]), path)
 

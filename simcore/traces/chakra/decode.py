@@ -24,6 +24,7 @@ from typing import cast
 import numpy as np
 
 from simcore.errors import InputError
+from simcore.limits import limit
 from simcore.traces.chakra._keys import distinct
 from simcore.traces.chakra._wire import PAD_BYTES, WireError, read_varints, walk_fields
 from simcore.traces.chakra.columns import int_columns, str_columns
@@ -56,10 +57,15 @@ def decompress(raw: bytes, path: str) -> bytes:
         return raw
     out: list[bytes] = []
     data = raw
+    budget = int(limit("trace_bytes"))  # gzip bomb guard: stop before holding more than this
     try:
         while data[:2] == b"\x1f\x8b":  # concatenated gzip members, like gzip.open
             d = _INFLATE.decompressobj(47)  # 32 + 15: gzip header, 32 KiB window
-            out.append(d.decompress(data))
+            out.append(d.decompress(data, budget + 1))
+            budget -= len(out[-1])
+            if budget < 0 or d.unconsumed_tail:
+                raise InputError(path, f"{len(raw)} bytes", f"decompresses to more than {int(limit('trace_bytes'))} "
+                                 "bytes (limit trace_bytes, SIMSWEEP_MAX_TRACE_BYTES)")
             if not d.eof:
                 raise InputError(path, f"{len(raw)} bytes", "gzip stream is truncated")
             data = d.unused_data
@@ -108,7 +114,25 @@ def _frame_heads(data: bytes, path: str) -> list[int]:
 
 
 def check_nodes(trace: EtTrace, path: str) -> None:
-    """Node types are known and every dependency names a node of the same file."""
+    """Node types are known, ids unique, times and sizes in range, dependencies name a node of the file."""
+    if trace.num_nodes > 1:
+        ids = np.sort(trace.ids)
+        dup = ids[1:] == ids[:-1]
+        if dup.any():
+            raise InputError(path, f"node id {int(ids[1:][dup][0])}", "node ids must be unique (id used twice)")
+    max_us = limit("time_ns") / 1000  # replay time is duration_micros * 1000 ns
+    if trace.duration_micros.size and int(trace.duration_micros.max()) > max_us:
+        k = int(np.argmax(trace.duration_micros))
+        raise InputError(f"{path}:node id {int(trace.ids[k])}:duration_micros", int(trace.duration_micros[k]),
+                         f"must be <= {int(max_us)} (limit time_ns / 1000)")
+    for name in ("comm_size", "tensor_size"):
+        if name in trace.ints:
+            values, present = trace.ints[name]
+            big = present.astype(bool) & ((values < 0) | (values > limit("bytes")))
+            if big.any():
+                k = int(np.argmax(big))
+                raise InputError(f"{path}:node id {int(trace.ids[k])}:{name}", int(values[k]),
+                                 f"must be in [0, {int(limit('bytes'))}] bytes")
     bad = (trace.types < 0) | (trace.types > _MAX_TYPE)
     if bad.any():
         k = int(np.argmax(bad))

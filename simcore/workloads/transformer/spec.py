@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcore.errors import require
+from simcore.limits import limit
 
 __all__ = ["MLP_KINDS", "ModelSpec"]
 
@@ -64,6 +65,8 @@ class ModelSpec:
         for key in ("num_layers", "hidden_size", "num_heads", "seq_len", "vocab_size",
                     "num_experts", "top_k"):
             _positive_int(getattr(self, key), p + key)
+        require(self.num_layers <= limit("graph_layers"), p + "num_layers", self.num_layers,
+                f"must be <= {int(limit('graph_layers'))} (limit graph_layers, SIMSWEEP_MAX_GRAPH_LAYERS)")
         if self.num_kv_heads is not None:
             _positive_int(self.num_kv_heads, p + "num_kv_heads")
             require(self.num_heads % self.num_kv_heads == 0, p + "num_kv_heads",

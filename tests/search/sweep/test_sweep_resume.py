@@ -83,3 +83,12 @@ def test_killed_driver_resumes_without_duplicates_or_recomputation(ray_local, pl
     parents, hashes = _children(uri, "resume")
     assert parents == 1
     assert len(hashes) == N and set(hashes) == set(table["point_hash"].to_list())
+    # exactly once: every child FINISHED, with its data (a run cut off by the kill was repaired)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("sweep-resume")
+    children = [r for r in client.search_runs([exp.experiment_id], max_results=5000)
+                if r.data.tags.get("simsweep.kind") == "point"]
+    assert all(r.info.status == "FINISHED" for r in children)
+    feasible = set(table.filter(pl.col("feasible"))["point_hash"].to_list())
+    assert all("iteration_time_s" in r.data.metrics for r in children
+               if r.data.tags["simsweep.point_hash"] in feasible)
