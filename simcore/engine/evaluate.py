@@ -304,7 +304,7 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
         seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
         seg_dur = seg_comp * scale[cw.seg_stage] + seg_other
-    times = run_chains_by_level(cw.plan, seg_dur)
+    times = run_chains_by_level(cw.plan, seg_dur, overwrite=True)  # seg_dur is ours
     return _breakdown(cw, tdur, times, busy * scale)
 
 

@@ -409,9 +409,11 @@ def _segmented_cumsum(values: FloatArray, group_ptr: IntArray) -> FloatArray:
     return np.asarray(cs - np.repeat(base, sizes, axis=0))
 
 
-def _segment_ends(plan: SchedulePlan, seg_dur: FloatArray) -> FloatArray:
+def _segment_ends(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool = False
+                  ) -> FloatArray:
     """(S, B) end of each segment relative to its chain's start; cumulative sums are taken
-    only over the chains that have more than one segment."""
+    only over the chains that have more than one segment (in ``seg_dur`` itself when
+    ``overwrite``)."""
     counts = np.diff(plan.chain_seg_ptr)
     multi = np.flatnonzero(counts > 1)
     if multi.size == 0:
@@ -419,7 +421,7 @@ def _segment_ends(plan: SchedulePlan, seg_dur: FloatArray) -> FloatArray:
     rows = np.flatnonzero(np.repeat(counts > 1, counts))  # segments are ordered by chain
     sub_ptr = np.zeros(multi.size + 1, dtype=np.int64)
     np.cumsum(counts[multi], out=sub_ptr[1:])
-    out = seg_dur.copy()
+    out = seg_dur if overwrite else seg_dur.copy()
     out[rows] = _segmented_cumsum(seg_dur[rows], sub_ptr)
     return out
 
@@ -454,9 +456,12 @@ class LevelTimes:
         return np.asarray(finish.max(axis=0))
 
 
-def run_chains_by_level(plan: SchedulePlan, seg_dur: FloatArray) -> LevelTimes:
-    """Schedule a batch given the (S, B) duration of every segment; starts in level order."""
-    seg_end = _segment_ends(plan, np.asarray(seg_dur, dtype=np.float64))
+def run_chains_by_level(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool = False
+                        ) -> LevelTimes:
+    """Schedule a batch given the (S, B) duration of every segment; starts in level order.
+    With ``overwrite`` the segment ends are accumulated in ``seg_dur`` itself (a float64
+    array the caller gives up)."""
+    seg_end = _segment_ends(plan, np.asarray(seg_dur, dtype=np.float64), overwrite)
     c = plan.num_chains
     b = seg_end.shape[1]
     if c == 0:
