@@ -108,14 +108,22 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
         head, *rest = key.split(".")
         groups.setdefault(head, []).append((tuple(rest), np.asarray(values).tolist()))
     bases = batch.base_index.tolist()
-    # per field: the distinct (base, values) keys, each built and validated once, and the
-    # index of every point's key (first-seen order)
+    canon = _canonical_bases(batch.bases)
+    # per field: the distinct (base, values) keys, each built and validated once per process
+    # (batches of a sweep repeat them), and the index of every point's key (first-seen order)
     fields_of: list[tuple[str, list[Any], list[int]]] = []
     for head, subs in groups.items():
         ids: dict[tuple[Any, ...], int] = {}
         codes = [ids.setdefault(k, len(ids)) for k in zip(bases, *(v for _, v in subs),
                                                           strict=True)]
-        objs = [_checked_field(batch.bases[k[0]], head, subs, k[1:]) for k in ids]
+        paths = tuple(path for path, _ in subs)
+        objs = []
+        for k in ids:
+            fkey = (id(canon[k[0]]), head, paths, k[1:])
+            found = _FIELDS.get(fkey, _MISSING)
+            if found is _MISSING:
+                found = _FIELDS[fkey] = _checked_field(canon[k[0]], head, subs, k[1:])
+            objs.append(found)
         fields_of.append((head, objs, codes))
     systems: list[Any] = []
     errors: list[str] = []
@@ -133,6 +141,22 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
             systems.append(_with_fields(base, fields))
             errors.append("")
     return systems, errors
+
+
+#: validated field values by (id of a canonical base, field, paths, values), kept across batches
+_FIELDS: dict[tuple[Any, ...], Any] = {}
+#: canonical base SystemSpecs (equal bases of different batches map to one object: stable ids)
+_BASES: dict[Any, Any] = {}
+_FIELDS_MAX = 1 << 16
+_MISSING = object()
+
+
+def _canonical_bases(bases: tuple[Any, ...]) -> list[Any]:
+    """The canonical object of each base (hashed once per batch), for the field cache."""
+    if len(_FIELDS) > _FIELDS_MAX or len(_BASES) > 256:
+        _FIELDS.clear()
+        _BASES.clear()
+    return [_BASES.setdefault(base, base) for base in bases]
 
 
 def _with_fields(base: Any, fields: dict[str, Any]) -> Any:
