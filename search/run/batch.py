@@ -107,21 +107,56 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
     for key, values in batch.overrides.items():
         head, *rest = key.split(".")
         groups.setdefault(head, []).append((tuple(rest), np.asarray(values).tolist()))
-    caches: dict[str, dict[tuple[Any, ...], Any]] = {head: {} for head in groups}
+    bases = batch.base_index.tolist()
+    canon = _canonical_bases(batch.bases)
+    # per field: the distinct (base, values) keys, each built and validated once per process
+    # (batches of a sweep repeat them), and the index of every point's key (first-seen order)
+    fields_of: list[tuple[str, list[Any], list[int]]] = []
+    for head, subs in groups.items():
+        ids: dict[tuple[Any, ...], int] = {}
+        codes = [ids.setdefault(k, len(ids)) for k in zip(bases, *(v for _, v in subs),
+                                                          strict=True)]
+        paths = tuple(path for path, _ in subs)
+        objs = []
+        for k in ids:
+            fkey = (id(canon[k[0]]), head, paths, k[1:])
+            found = _FIELDS.get(fkey, _MISSING)
+            if found is _MISSING:
+                found = _FIELDS[fkey] = _checked_field(canon[k[0]], head, subs, k[1:])
+            objs.append(found)
+        fields_of.append((head, objs, codes))
     systems: list[Any] = []
     errors: list[str] = []
-    for i, b in enumerate(batch.base_index.tolist()):
+    for i, b in enumerate(bases):
         base = batch.bases[b]
-        try:
-            fields = {head: _checked_field(base, head, subs, i, b, caches[head])
-                      for head, subs in groups.items()}
-        except ValueError as err:  # InputError is a ValueError
-            systems.append(None)
-            errors.append(f"invalid_spec: {err}")
-            continue
-        systems.append(_with_fields(base, fields))
-        errors.append("")
+        fields: dict[str, Any] = {}
+        for head, objs, codes in fields_of:
+            found = objs[codes[i]]
+            if isinstance(found, ValueError):  # InputError is a ValueError
+                systems.append(None)
+                errors.append(f"invalid_spec: {found}")
+                break
+            fields[head] = found
+        else:
+            systems.append(_with_fields(base, fields))
+            errors.append("")
     return systems, errors
+
+
+#: validated field values by (id of a canonical base, field, paths, values), kept across batches
+_FIELDS: dict[tuple[Any, ...], Any] = {}
+#: canonical base SystemSpecs (equal bases of different batches map to one object: stable ids)
+_BASES: dict[Any, Any] = {}
+_FIELDS_MAX = 1 << 16
+_MISSING = object()
+
+
+def _canonical_bases(bases: tuple[Any, ...]) -> list[Any]:
+    """The canonical object of each base (hashed once per batch), for the field cache."""
+    if len(_FIELDS) > _FIELDS_MAX or len(_BASES) > 256:
+        _FIELDS.clear()
+        _BASES.clear()
+    return [_BASES.setdefault(base, base) for base in bases]
 
 
 def _with_fields(base: Any, fields: dict[str, Any]) -> Any:
@@ -136,23 +171,18 @@ def _with_fields(base: Any, fields: dict[str, Any]) -> Any:
     return obj
 
 
-def _checked_field(base: Any, head: str, subs: list[tuple[tuple[str, ...], list[Any]]], i: int,
-                   b: int, cache: dict[tuple[Any, ...], Any]) -> Any:
-    """Point ``i``'s value of SystemSpec field ``head``, built and validated once per value."""
-    key = (b, *(values[i] for _, values in subs))
-    found = cache.get(key)
-    if found is None:
-        spec = getattr(base, head)
-        try:
-            for path, values in subs:
-                spec = set_path(spec, path, values[i]) if path else values[i]
-            replace(base, **{head: spec})  # run every SystemSpec rule on this value
-        except ValueError as err:
-            spec = err
-        cache[key] = found = spec
-    if isinstance(found, ValueError):
-        raise found
-    return found
+def _checked_field(base: Any, head: str, subs: list[tuple[tuple[str, ...], list[Any]]],
+                   values: tuple[Any, ...]) -> Any:
+    """SystemSpec field ``head`` of ``base`` with the override ``values`` (one per entry of
+    ``subs``) applied and every SystemSpec rule run on it; the ValueError if one fails."""
+    spec = getattr(base, head)
+    try:
+        for (path, _), value in zip(subs, values, strict=True):
+            spec = set_path(spec, path, value) if path else value
+        replace(base, **{head: spec})  # run every SystemSpec rule on this value
+    except ValueError as err:
+        return err
+    return spec
 
 
 def evaluate_batch(batch: SpecBatch) -> Columns:

@@ -65,14 +65,21 @@ class _Cover:
         """(m, B) G(t) for (m, B) times ``t``."""
         if self.n == 0:
             return np.zeros_like(t)
-        q = t.T + self.offset
-        j = np.searchsorted(self.flat, q.ravel(), side="right").reshape(q.shape)
-        j -= (np.arange(self.b) * self.n)[:, None]
-        jj = np.maximum(j - 1, 0)
-        rows = np.arange(self.b)[:, None]
-        inside = np.maximum(0.0, self.ends[rows, jj] - t.T)
-        g = np.where(j > 0, self.prefix[rows, jj] - inside, 0.0)
-        return np.asarray(g.T)
+        m = t.shape[0]
+        tt = np.ascontiguousarray(t.T)  # (B, m): one row of queries per column
+        q = tt + self.offset
+        j = np.searchsorted(self.flat, q.ravel(), side="right")  # flat index + 1
+        base = (np.arange(self.b) * self.n).repeat(m)  # first flat index of each column
+        has = j > base
+        j -= 1
+        np.maximum(j, base, out=j)  # flat index of the last interval starting at or before t
+        inside = self.ends.ravel().take(j)
+        inside -= tt.ravel()
+        np.maximum(inside, 0.0, out=inside)
+        g = self.prefix.ravel().take(j)
+        g -= inside
+        np.putmask(g, ~has, 0.0)
+        return np.asarray(g.reshape(self.b, m).T)
 
 
 def exposed_by_kind(

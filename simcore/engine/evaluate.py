@@ -22,12 +22,12 @@ from numpy.typing import NDArray
 from simcore.engine.breakdown import exposed_by_kind
 from simcore.engine.result import COMM_KINDS
 from simcore.engine.schedule import (
-    ChainTimes,
+    LevelTimes,
     NodeLevel,
     SchedulePlan,
     compile_plan,
     plan_from_chains,
-    run_chains,
+    run_chains_by_level,
 )
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
 from simcore.ir.graph import Graph
@@ -304,14 +304,14 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
         seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
         seg_dur = seg_comp * scale[cw.seg_stage] + seg_other
-    times = run_chains(cw.plan, seg_dur)
+    times = run_chains_by_level(cw.plan, seg_dur, overwrite=True)  # seg_dur is ours
     return _breakdown(cw, tdur, times, busy * scale)
 
 
-def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes, busy: FloatArray
+def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes, busy: FloatArray
                ) -> StageBreakdown:
     """Breakdown on the stage with the most compute (ties: the first), per design point."""
-    total = cw.plan.makespan(times)
+    total = times.makespan(cw.plan)
     b = total.shape[0]
     pick = np.argmax(busy, axis=0)
     cols_all = np.arange(b)
@@ -326,7 +326,7 @@ def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: ChainTimes, busy: 
         cc = cw.compute_chains[s]
         parts = [cc, *cw.comm_chains[s].values()]
         rows = np.concatenate(parts)
-        start = times.chain_start.take(rows, axis=0)
+        start = times.start_rows(rows)
         dur = times.chain_dur.take(rows, axis=0)
         if cols.size < b:
             start, dur = start[:, cols], dur[:, cols]

@@ -39,7 +39,7 @@ from simcore.errors import InputError
 from simcore.ir.dag import depths, find_cycle, levelize
 from simcore.ir.graph import Graph
 
-__all__ = ["ChainTimes", "NodeLevel", "SchedulePlan", "ScheduleResult", "compile_plan",
+__all__ = ["ChainTimes", "LevelTimes", "NodeLevel", "SchedulePlan", "ScheduleResult", "compile_plan",
            "plan_from_chains", "run_chains", "run_schedule"]
 
 IntArray = NDArray[np.int64]
@@ -409,9 +409,11 @@ def _segmented_cumsum(values: FloatArray, group_ptr: IntArray) -> FloatArray:
     return np.asarray(cs - np.repeat(base, sizes, axis=0))
 
 
-def _segment_ends(plan: SchedulePlan, seg_dur: FloatArray) -> FloatArray:
+def _segment_ends(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool = False
+                  ) -> FloatArray:
     """(S, B) end of each segment relative to its chain's start; cumulative sums are taken
-    only over the chains that have more than one segment."""
+    only over the chains that have more than one segment (in ``seg_dur`` itself when
+    ``overwrite``)."""
     counts = np.diff(plan.chain_seg_ptr)
     multi = np.flatnonzero(counts > 1)
     if multi.size == 0:
@@ -419,19 +421,52 @@ def _segment_ends(plan: SchedulePlan, seg_dur: FloatArray) -> FloatArray:
     rows = np.flatnonzero(np.repeat(counts > 1, counts))  # segments are ordered by chain
     sub_ptr = np.zeros(multi.size + 1, dtype=np.int64)
     np.cumsum(counts[multi], out=sub_ptr[1:])
-    out = seg_dur.copy()
+    out = seg_dur if overwrite else seg_dur.copy()
     out[rows] = _segmented_cumsum(seg_dur[rows], sub_ptr)
     return out
 
 
-def run_chains(plan: SchedulePlan, seg_dur: FloatArray) -> ChainTimes:
-    """Schedule a batch given the (S, B) duration of every segment."""
-    seg_end = _segment_ends(plan, np.asarray(seg_dur, dtype=np.float64))
+@dataclass(frozen=True, eq=False)
+class LevelTimes:
+    """Chain-level schedule of a batch with the starts left in level order, as the level loop
+    writes them: rows are read on demand instead of permuting the whole (C, B) array.
+
+    ``start_by_level`` is the plan's reused workspace buffer, valid until the next run of the
+    same plan with the same batch width on the same thread: read what you need first.
+    """
+
+    start_by_level: FloatArray
+    level_pos: IntArray
+    chain_dur: FloatArray
+    seg_end: FloatArray
+
+    def start_rows(self, rows: IntArray) -> FloatArray:
+        """(len(rows), B) start time of the chains ``rows`` (a fresh array)."""
+        return np.asarray(self.start_by_level.take(self.level_pos.take(rows), axis=0))
+
+    def makespan(self, plan: SchedulePlan) -> FloatArray:
+        """(B,) finish time of the last chain, read from the plan's :attr:`end_chains`."""
+        ends = plan.end_chains
+        if ends.size == 0:
+            ends = np.arange(plan.num_chains)
+        if ends.size == 0:
+            return np.zeros(self.chain_dur.shape[1])
+        finish = self.start_rows(ends)
+        finish += self.chain_dur.take(ends, axis=0)
+        return np.asarray(finish.max(axis=0))
+
+
+def run_chains_by_level(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool = False
+                        ) -> LevelTimes:
+    """Schedule a batch given the (S, B) duration of every segment; starts in level order.
+    With ``overwrite`` the segment ends are accumulated in ``seg_dur`` itself (a float64
+    array the caller gives up)."""
+    seg_end = _segment_ends(plan, np.asarray(seg_dur, dtype=np.float64), overwrite)
     c = plan.num_chains
     b = seg_end.shape[1]
     if c == 0:
-        return ChainTimes(chain_start=np.zeros((0, b)), chain_dur=np.zeros((0, b)),
-                          seg_end=seg_end)
+        return LevelTimes(start_by_level=np.zeros((0, b)), level_pos=plan.level_pos,
+                          chain_dur=np.zeros((0, b)), seg_end=seg_end)
     chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1]
     start, prog = plan.workspace(b)
     take, add, maximum, reduceat = start.take, np.add, np.maximum, np.maximum.reduceat
@@ -449,8 +484,18 @@ def run_chains(plan: SchedulePlan, seg_dur: FloatArray) -> ChainTimes:
         else:
             add(ta, tb, ta)
             reduceat(ta, seg, 0, None, rows)
-    return ChainTimes(chain_start=start.take(plan.level_pos, axis=0), chain_dur=chain_dur,
+    return LevelTimes(start_by_level=start, level_pos=plan.level_pos, chain_dur=chain_dur,
                       seg_end=seg_end)
+
+
+def run_chains(plan: SchedulePlan, seg_dur: FloatArray) -> ChainTimes:
+    """Schedule a batch given the (S, B) duration of every segment."""
+    lt = run_chains_by_level(plan, seg_dur)
+    if plan.num_chains == 0:
+        return ChainTimes(chain_start=lt.start_by_level, chain_dur=lt.chain_dur,
+                          seg_end=lt.seg_end)
+    return ChainTimes(chain_start=lt.start_by_level.take(plan.level_pos, axis=0),
+                      chain_dur=lt.chain_dur, seg_end=lt.seg_end)
 
 
 def run_schedule(plan: SchedulePlan, durations: FloatArray) -> ScheduleResult:

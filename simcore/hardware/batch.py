@@ -166,6 +166,11 @@ class SystemBatch:
         num_d = len(devices[0])
         by_acc = [_distinct([dev[d].accelerator for dev in devices]) for d in range(num_d)]
         by_cal = [_distinct([dev[d].calibration for dev in devices]) for d in range(num_d)]
+        by_up = [_distinct([dev[d].scaleup for dev in devices]) for d in range(num_d)]
+        out_objs, out_idx = _distinct([s.scaleout for s in systems])
+
+        def scaleout(get: Callable[[TopologyDimSpec], float]) -> FloatArray:
+            return np.array([float(get(o)) for o in out_objs], dtype=np.float64)[out_idx]
 
         def grid(get: Callable[[DevicePool], float], part: list[tuple[list[Any], IntArray]]
                  | None = None) -> FloatArray:
@@ -182,8 +187,8 @@ class SystemBatch:
         hbm_bw = grid(lambda d: _accelerator(d).hbm_bandwidth_GBps * 1e9, by_acc)
         hbm_cap = grid(lambda d: _accelerator(d).hbm_capacity_gib * 2**30, by_acc)
         calib = {k: grid(partial(_calibration, key=k), by_cal) for k in _CALIBRATION_KEYS}
-        up_bw = grid(lambda d: _scaleup(d).bandwidth_GBps * 1e9)
-        up_lat = grid(lambda d: _scaleup(d).latency_ns * 1e-9)
+        up_bw = grid(lambda d: _scaleup(d).bandwidth_GBps * 1e9, by_up)
+        up_lat = grid(lambda d: _scaleup(d).latency_ns * 1e-9, by_up)
         return cls(
             specs=tuple(systems),
             num_gpus=col(lambda s: s.num_gpus),
@@ -192,9 +197,9 @@ class SystemBatch:
             hbm_bandwidth_Bps=hbm_bw[0],
             hbm_capacity_bytes=hbm_cap[0],
             scaleup_bandwidth_Bps=up_bw[0],
-            scaleout_bandwidth_Bps=col(lambda s: s.scaleout.bandwidth_GBps * 1e9),
+            scaleout_bandwidth_Bps=scaleout(lambda o: o.bandwidth_GBps * 1e9),
             scaleup_latency_s=up_lat[0],
-            scaleout_latency_s=col(lambda s: s.scaleout.latency_ns * 1e-9),
+            scaleout_latency_s=scaleout(lambda o: o.latency_ns * 1e-9),
             calib={k: v[0] for k, v in calib.items()},
             pool_count=grid(lambda d: d.count),
             pool_peak_flops=peak,
