@@ -31,7 +31,8 @@ def main() -> None:
         base = SystemSpec(num_gpus=n)
         cases = [("ResNet-50", ResNetSpec(), ParallelSpec(micro_batch=32, global_batch=32 * n)),
                  ("GNMT", GNMTSpec(), ParallelSpec(micro_batch=64, global_batch=64 * n)),
-                 ("DLRM", DLRMSpec(), ParallelSpec(micro_batch=512, global_batch=512 * n, ep=n))]
+                 ("DLRM", DLRMSpec(num_tables=64),
+                  ParallelSpec(micro_batch=512, global_batch=512 * n, ep=n))]
         for name, model, par in cases:
             t = {}
             for label, ep in [("comm", EndpointSpec("endpoint", comm_sm_fraction=0.30)),

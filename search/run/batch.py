@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from search.config.build import set_path
-from search.run.metrics import cost_columns, result_columns
+from search.run.metrics import cost_columns, result_columns, throughput_columns
 
 __all__ = [
     "BatchOutput",
@@ -195,6 +195,7 @@ def evaluate_batch(batch: SpecBatch) -> Columns:
     if ok:
         res = simulate_batch(batch.model, batch.parallel, [systems[i] for i in ok], batch.fidelity)
         found = result_columns(res)
+        found.update(throughput_columns(batch.model, batch.parallel, found["iteration_time_s"]))
         if batch.cost is not None:
             found.update(cost_columns([systems[i] for i in ok], found["iteration_time_s"],
                                       batch.cost))

@@ -2,7 +2,11 @@
 
 A :class:`simcore.engine.result.BatchResult` becomes flat (B,) columns: its metrics
 (``iteration_time_s``, ``compute_s``, ...), ``exposed_comm_<kind>_s``, ``feasible`` and
-``reason``. Cost and power come from :func:`simcore.cost.system_cost` (capital cost amortized
+``reason``; throughput ``samples_per_s`` and ``tokens_per_s`` from the workload family's samples and
+tokens per iteration (:meth:`simcore.workloads.WorkloadFamily.tokens_per_iter`: sequences x length
+for the transformer and GNMT's target tokens; for a family without sequences, ResNet or DLRM, the
+family defines tokens as samples), so a sweep mixing families has one set of metric names. Cost
+and power come from :func:`simcore.cost.system_cost` (capital cost amortized
 over the cluster's lifetime, facility power with PUE; see that module for the model and its
 sources), vectorized over the batch; sweeps add them as columns and studies derive their
 objectives from them (:mod:`search.study.objectives`).
@@ -19,7 +23,8 @@ from numpy.typing import NDArray
 from simcore.cost import ClusterCostSpec, system_cost
 from simcore.errors import InputError
 
-__all__ = ["cluster_money", "cost_columns", "cost_spec_from", "result_columns"]
+__all__ = ["cluster_money", "cost_columns", "cost_spec_from", "result_columns",
+           "throughput_columns"]
 
 
 def result_columns(res: Any) -> dict[str, NDArray[Any]]:
@@ -33,6 +38,18 @@ def result_columns(res: Any) -> dict[str, NDArray[Any]]:
     cols["feasible"] = np.asarray(res.feasible, dtype=bool)
     cols["reason"] = np.asarray([r or "" for r in res.reason], dtype=object)
     return cols
+
+
+def throughput_columns(model: Any, parallel: Any,
+                       time_s: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
+    """``samples_per_s`` and ``tokens_per_s`` of (B,) iteration times (NaN where time is NaN)."""
+    from simcore.workloads import family_of
+
+    family = family_of(model)
+    time_s = np.asarray(time_s, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {"samples_per_s": family.samples_per_iter(model, parallel) / time_s,
+                "tokens_per_s": family.tokens_per_iter(model, parallel) / time_s}
 
 
 def cost_spec_from(cfg: Mapping[str, Any]) -> ClusterCostSpec:

@@ -14,11 +14,13 @@ HBM traffic is ``mu R`` with ``mu`` per collective type (:func:`hbm_per_wire_byt
 
 **Collective slowdown** (b): the collective gets at most ``comm_hbm_share`` of the usable HBM
 bandwidth ``M`` while compute runs beside it, so it runs at ``min(R, share M / mu)``; with ACE
-also at most ``min(ace_alu_GBps, ace_link_GBps)``: the template time is stretched by
-``max(1, mu R / (share M), R / ace_rate)``.
+also at most ``min(ace_alu_GBps, ace_link_GBps)``; on the ``endpoint`` engine also at most what its
+SMs can drive, ``k r = comm_sm_fraction * sms * collective_GBps_per_sm`` (ACE §2.3(b)): the template
+time is stretched by ``max(1, mu R / (share M), R / ace_rate)`` (ACE) or
+``max(1, mu R / (share M), R / (k r))`` (endpoint).
 **Compute slowdown** (c): a kernel overlapped with a collective keeps ``1 - comm_sm_fraction`` of
 the SMs (``endpoint``; ACE and ideal: all) and ``M - mu R_c`` of the HBM bandwidth, ``R_c`` the rate
-a scale-up collective runs at; the stage's overlapped compute is stretched by
+a scale-up collective runs at (``min(line, share M / mu, k r)``; ACE: its own rate); the stage's overlapped compute is stretched by
 ``max(1 / (1 - f_sm), M / (M - mu R_c)) - 1`` (the worse of the compute- and memory-bound roofs,
 the engine's one factor per design point).
 The ``nccl`` engine keeps the fitted overlap slowdown (:mod:`simcore.fidelity.overlap`).
@@ -81,6 +83,8 @@ def collective_stretch(cw: CompiledWorkload, tdur: FloatArray, sb: SystemBatch) 
     out = tdur.copy()
     share = np.array([e.comm_hbm_share for e in eps]) * _usable_hbm(sb)
     ace_rate = np.array([min(e.ace_alu_GBps, e.ace_link_GBps) * 1e9 for e in eps])
+    sm_rate = np.array([e.sm_collective_Bps if e.collective_engine == "endpoint" else np.inf
+                        for e in eps])
     is_ace = np.array([e.collective_engine == "ace" for e in eps])
     active = np.array([e.collective_engine in ("endpoint", "ace") for e in eps])
     for t, parts in enumerate(ops.templates):
@@ -96,7 +100,7 @@ def collective_stretch(cw: CompiledWorkload, tdur: FloatArray, sb: SystemBatch) 
             continue
         rate = wire / np.maximum(tdur[t], 1e-30)
         mu = np.array([hbm_per_wire_byte(e, comm, n) for e in eps])
-        factor = np.maximum(1.0, mu * rate / share)
+        factor = np.maximum(np.maximum(1.0, mu * rate / share), rate / sm_rate)
         factor = np.where(is_ace, np.maximum(factor, rate / ace_rate), factor)
         out[t] = np.where(active, tdur[t] * factor, tdur[t])
     return out
@@ -118,6 +122,7 @@ def compute_slowdown(sb: SystemBatch) -> FloatArray:
         if e.collective_engine == "ace":
             rate = min(rate, min(e.ace_alu_GBps, e.ace_link_GBps) * 1e9)
         else:
+            rate = min(rate, e.sm_collective_Bps)
             sm = 1.0 / (1.0 - e.comm_sm_fraction)
         out[j] = max(sm, m[j] / (m[j] - mu * rate)) - 1.0
     return out

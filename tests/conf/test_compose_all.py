@@ -67,3 +67,20 @@ def test_typos_and_wrong_types_are_errors_naming_key_value_rule(compose, overrid
     assert err.value.key == key, err.value
     assert rule in err.value.rule
     assert str(err.value).count("\n") == 0
+
+
+def test_endpoint_is_in_every_system_with_the_spec_defaults(compose):
+    from simcore.specs.endpoint import EndpointSpec
+
+    for system in ("dgx_h100_80g", "mixed_v100_p100"):
+        cfg = compose([f"system={system}"])
+        assert build_specs(cfg)[2].endpoint == EndpointSpec()  # yaml defaults = the spec's
+
+
+def test_endpoint_keys_override_without_plus(compose):
+    cfg = compose(["system.endpoint.collective_engine=ace", "system.endpoint.sms=132"])
+    validate_config(cfg)
+    endpoint = build_specs(cfg)[2].endpoint
+    assert (endpoint.collective_engine, endpoint.sms) == ("ace", 132)
+    with pytest.raises(InputError, match=r"system\.endpoint\.collective_engine='gpu'"):
+        build_specs(compose(["system.endpoint.collective_engine=gpu"]))

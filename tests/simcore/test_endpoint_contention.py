@@ -47,3 +47,23 @@ def test_engine_is_a_validated_system_key() -> None:
     assert s.endpoint.collective_engine == "ace"
     with pytest.raises(InputError, match=r"system\.endpoint\.collective_engine='gpu'"):
         system_from_dict({"endpoint": {"collective_engine": "gpu"}})
+
+
+def test_sm_share_limits_the_collectives_own_rate() -> None:
+    # ACE §2.3(b): R_base <= k r. 32 of A100's 108 SMs at 10 GB/s each drive 324 GB/s.
+    assert EndpointSpec("endpoint", comm_sm_fraction=0.3).sm_collective_Bps == pytest.approx(
+        0.3 * 108 * 10e9)
+    # the paper's two baselines differ: with very few SMs the collectives starve the iteration
+    many, few = _time("endpoint", comm_sm_fraction=0.30), _time("endpoint", comm_sm_fraction=0.01)
+    assert few > many
+    # a faster SM (per-SM collective throughput) lifts the starved baseline
+    assert _time("endpoint", comm_sm_fraction=0.01, collective_GBps_per_sm=40.0) < few
+    # the cap does not touch ACE (no SMs)
+    assert _time("ace", collective_GBps_per_sm=1.0) == _time("ace")
+
+
+def test_endpoint_needs_sms() -> None:
+    with pytest.raises(InputError, match=r"system\.endpoint\.comm_sm_fraction=0"):
+        EndpointSpec("endpoint", comm_sm_fraction=0.0)
+    with pytest.raises(InputError, match=r"system\.endpoint\.sms=0"):
+        EndpointSpec("endpoint", sms=0)
