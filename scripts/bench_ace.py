@@ -4,9 +4,12 @@ the HBM bandwidth needed to drive the network with and without ACE.
 
 Assumed setting (ACE's exact topology and bandwidths are not in our reference, §2.1): A100-class
 NPUs (312 TFLOP/s, 2039 GB/s HBM), 8 per node on a 300 GB/s scale-up dimension and 25 GB/s per NPU
-across nodes, 16 and 64 NPUs; per-NPU batches ResNet-50 32, GNMT 64, DLRM 512 (tables over every
-NPU); baselines = the endpoint engine with a comm-optimised (30% of SMs) and a compute-optimised
-(6% of SMs) split, best taken; ACE with 1 TB/s ALU and link. Run: python scripts/bench_ace.py
+across nodes, 16 and 64 NPUs; per-NPU batches ResNet-50 32, GNMT 64, DLRM 512; DLRM with 64
+tables (MLPerf's 26 do not split evenly over 16 or 64 NPUs; ACE's table count is not in our
+reference) placed over every NPU (``ep`` = NPUs); baselines = the endpoint engine with a
+comm-optimised (30% of the 108 SMs: 324 GB/s at the assumed 10 GB/s per SM, enough for the 300 GB/s
+scale-up) and a compute-optimised (6%: 65 GB/s) split, best taken; ACE with 1 TB/s ALU and link.
+Run: PYTHONPATH=. python scripts/bench_ace.py
 """
 
 from __future__ import annotations
