@@ -44,11 +44,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT = next(
-    (p for p in (REPO.parent / "shared" / "astra-inputs" / "gpt3_175b_64npu",
-                 Path("/work/shared/astra-inputs/gpt3_175b_64npu")) if p.exists()),
-    REPO.parent / "shared" / "astra-inputs" / "gpt3_175b_64npu",
-)
+DEFAULT = REPO.parent / "shared" / "astra-inputs" / "gpt3_175b_64npu"
 ASTRA_SIM_S = {"unaware": 30.6, "aware": 40.4}
 EXPORT256 = DEFAULT.parent / "gpt3_175b_256npu_export"
 # backend -> (system file, network file, expected file, ASTRA-sim wall s, ASTRA-sim CPU s) from its README

@@ -64,7 +64,7 @@ def _median(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prefix", default=str(DEFAULT if DEFAULT.parent.exists() else "/work/shared/astra-inputs/gpt3_175b_64npu/workload"))
+    ap.add_argument("--prefix", default=str(DEFAULT))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--no-official", action="store_true")

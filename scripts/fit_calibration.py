@@ -44,6 +44,8 @@ from simcore.hardware.compute import gemm_time_s
 from simcore.specs.system import AcceleratorSpec, CalibrationSpec, SystemSpec, TopologyDimSpec
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the project's validation data, beside the checkout (../shared/validation)
+SHARED_VALIDATION = ROOT.parent / "shared" / "validation"
 CALIB_DIR = ROOT / "conf" / "system" / "calibration"
 
 # (m, n=k, measured TFLOP/s) A100 fp16, LLMCompass ae/figure5/ab/real_hardware/matmul_A100.csv
@@ -142,8 +144,8 @@ def main() -> None:
     """Run the fit and write the presets."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--end-to-end", action="store_true")
-    parser.add_argument("--cases", default="/work/shared/validation/public_cases.csv")
-    parser.add_argument("--measured", default="/work/shared/validation/public_measured.csv")
+    parser.add_argument("--cases", default=str(SHARED_VALIDATION / "public_cases.csv"))
+    parser.add_argument("--measured", default=str(SHARED_VALIDATION / "public_measured.csv"))
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args()
     calibs, log = kernel_level()

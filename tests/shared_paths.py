@@ -15,7 +15,6 @@ import pytest
 _REPO = Path(__file__).resolve().parents[1]
 _CANDIDATES = [Path(p) for p in [os.environ.get("SIMSWEEP_SHARED")] if p] + [
     _REPO.parent / "shared",
-    Path("/work/shared"),
 ]
 
 SHARED: Path = next((p for p in _CANDIDATES if (p / "astra-inputs").is_dir()), _CANDIDATES[0])

@@ -28,9 +28,10 @@ __all__ = ["POINT_METRICS", "PointLogger", "describe_sweep", "metric_columns",
            "table_artifacts"]
 
 #: the metrics every child run carries (with the objective and ``feasible``): a small stable set,
-#: so the MLflow runs table shows readable default columns; every column stays in the table
+#: the same for every workload family (samples/s where tokens/s does not apply), so the MLflow
+#: runs table shows readable default columns; every column stays in the results table
 POINT_METRICS = ("iteration_time_s", "mfu", "peak_memory_gib", "exposed_comm_s", "bubble_s",
-                 "cost_usd_per_iter")
+                 "samples_per_s", "tokens_per_s", "cost_usd_per_iter", "capex_usd")
 #: rows of the results table logged as an MLflow table (previewed in the UI); CSV always whole
 TABLE_ROWS_MAX = 5000
 

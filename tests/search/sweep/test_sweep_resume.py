@@ -35,8 +35,11 @@ def _children(uri: str, name: str) -> tuple[int, list[str]]:
     exp = client.get_experiment_by_name(f"sweep-{name}")
     runs = client.search_runs([exp.experiment_id], max_results=5000)
     parents = [r for r in runs if r.data.tags.get("simsweep.kind") == "sweep"]
+    # a child run is complete once it carries its point hash (written with its data); one cut
+    # off by the kill before that has none, and resume / sync repair it
     return len(parents), [r.data.tags["simsweep.point_hash"] for r in runs
-                          if r.data.tags.get("simsweep.kind") == "point"]
+                          if r.data.tags.get("simsweep.kind") == "point"
+                          and "simsweep.point_hash" in r.data.tags]
 
 
 def _logged(db: Path) -> int:

@@ -30,7 +30,8 @@ def test_sweep_reads_well_in_mlflow(ray_local, plan_for, tmp_path):
     for run in children:
         assert set(run.data.params) == {"parallel.tp", "system.scaleout.bandwidth_GBps"}
         assert set(run.data.metrics) <= {"iteration_time_s", "mfu", "peak_memory_gib", "feasible",
-                                         "exposed_comm_s", "bubble_s", "cost_usd_per_iter"}
+                                         "exposed_comm_s", "bubble_s", "samples_per_s",
+                                         "tokens_per_s", "cost_usd_per_iter", "capex_usd"}
         assert "iteration_time_s" in run.data.metrics or run.data.metrics["feasible"] == 0
     assert all(k.startswith("sweep.") for k in parent.data.metrics)
     assert parent.data.metrics["sweep.num_points"] == 4
