@@ -62,7 +62,7 @@ def test_parent_children_plots_and_best(tmp_path: Path) -> None:
         assert run.info.run_name.startswith(f"#{n} ") and "tp=" in run.info.run_name
         assert set(run.data.metrics) <= {"iteration_time_s", "capex_usd", "mfu", "feasible",
                                          "peak_memory_gib", "exposed_comm_s", "bubble_s",
-                                         "cost_usd_per_iter"}
+                                         "samples_per_s", "tokens_per_s", "cost_usd_per_iter"}
     note = parent.data.tags["mlflow.note.content"]
     assert "Pareto front" in note and "iteration_time_s" in note
     assert not any(k.startswith(("objective.", "best")) for k in parent.data.metrics)
