@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chakra_testdata import read_official
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,20 +37,6 @@ def _write_official(path: Path, nodes: list[Any], meta: Any) -> None:
         protolib.encodeMessage(fh, meta)
         for n in nodes:
             protolib.encodeMessage(fh, n)
-
-
-def _read_official(path: Path) -> tuple[Any, list[Any]]:
-    fh = protolib.openFileRd(str(path))
-    meta = pb.GlobalMetadata()
-    protolib.decodeMessage(fh, meta)
-    nodes = []
-    while True:
-        n = pb.Node()
-        if not protolib.decodeMessage(fh, n):
-            break
-        nodes.append(n)
-    fh.close()
-    return meta, nodes
 
 
 def _set(attr: Any, kind: int, value: Any) -> None:
@@ -133,7 +120,7 @@ def test_builder_output_reads_with_the_official_reader(tmp_path: Path) -> None:
                attrs={"comm_size": 4096, "comm_dst": 5, "comm_tag": 17, "comm_src": -1})
     path = tmp_path / "built.0.et"
     write_trace(path, b.build())
-    meta, nodes = _read_official(path)
+    meta, nodes = read_official(path)
     assert meta.version == "0.0.4" and meta.attr[0].string_val == "simsweep"
     assert [n.id for n in nodes] == [1, 2, 3]
     kinds = {a.name: a.WhichOneof("value") for n in nodes for a in n.attr}
@@ -178,6 +165,6 @@ def test_random_traces_round_trip_both_ways(tmp_path: Path, specs: list[dict[str
     out = tmp_path / "w.0.et"
     write_trace(out, t)
     assert out.read_bytes() == path.read_bytes()
-    meta2, nodes2 = _read_official(out)
+    meta2, nodes2 = read_official(out)
     assert meta2 == meta and nodes2 == nodes
     assert t.node_names() == [s["name"] for s in specs]

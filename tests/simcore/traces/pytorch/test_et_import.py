@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from chakra_testdata import read_official
 
 from search.cli import main as cli
 from simcore.errors import InputError
@@ -85,21 +86,10 @@ def test_conversion_has_host_ops_data_deps_and_the_ddp_allreduce(et_json: Path) 
 
 def test_official_reader_round_trip_and_simsweep_astra(et_json: Path, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
-    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
     out = tmp_path / "real"
     assert cli(["trace", "--import-et", str(et_json), "--ranks", "2", "--out", str(out)]) == 0
     ours = read_trace(f"{out}.0.et")
-    fh = protolib.openFileRd(f"{out}.0.et")
-    meta = pb.GlobalMetadata()
-    protolib.decodeMessage(fh, meta)
-    nodes = []
-    while True:
-        n = pb.Node()
-        if not protolib.decodeMessage(fh, n):
-            break
-        nodes.append(n)
-    fh.close()
+    _, nodes = read_official(f"{out}.0.et")
     assert [n.id for n in nodes] == [int(x) for x in ours.ids]
     assert [n.type for n in nodes] == [int(x) for x in ours.types]
     dep = ours.data_dep_index()

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from chakra_testdata import read_official
 
 from search.cli import main as cli
 from simcore.errors import InputError
@@ -19,27 +20,11 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SIMSWEEP_CACHE_DIR", str(tmp_path / "et-cache"))
 
 
-def _official(path: Path) -> tuple[object, list[object]]:
-    pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
-    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
-    fh = protolib.openFileRd(str(path))
-    meta = pb.GlobalMetadata()
-    protolib.decodeMessage(fh, meta)
-    nodes = []
-    while True:
-        n = pb.Node()
-        if not protolib.decodeMessage(fh, n):
-            break
-        nodes.append(n)
-    fh.close()
-    return meta, nodes
-
-
 def test_official_reader_reads_the_traced_step(tmp_path: Path) -> None:
     step = trace_model(GPT, ["2x64:int64"])
     path = Path(write_step(tmp_path / "gpt", step))
     assert path.name == "gpt.0.et"
-    _, nodes = _official(path)
+    _, nodes = read_official(path)
     assert len(nodes) == len(step.ops)
     for i, (n, op) in enumerate(zip(nodes, step.ops, strict=True)):
         attrs = {a.name: a for a in n.attr}
