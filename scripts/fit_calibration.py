@@ -101,10 +101,10 @@ def kernel_level() -> tuple[dict[str, CalibrationSpec], list[str]]:
                    switch_allreduce_gain=round(475.0 / 370.0, 4),
                    scaleout_efficiency=round(48.5 / 50.0, 4),
                    scaleout_ring_efficiency=round(350.0 / (8 * 48.5), 4),
-                   fp8_gemm_efficiency_ratio=0.9)
+                   fp8_gemm_efficiency_ratio=1.0)
     h800 = replace(h100, switch_allreduce_gain=round(215.0 / (8 * 20.6), 4))
     blackwell = replace(h100, scaleup_efficiency=0.674, switch_allreduce_gain=round(0.742 / 0.674, 4),
-                        fp4_gemm_efficiency_ratio=0.85)
+                        fp4_gemm_efficiency_ratio=1.0)
     log = [
         f"A100 GEMM (LLMCompass, 7 shapes): rms log error {gemm_rms:.3f}; harness floor "
         f"{floor_us:.1f} us per call fitted and discarded (benchmark-loop artefact)",
@@ -114,13 +114,16 @@ def kernel_level() -> tuple[dict[str, CalibrationSpec], list[str]]:
         "rings over 8 NICs 350/(8 x 48.5) (H200 1984 GPUs, nccl-tests#283, B.9); other collective "
         "terms as A100",
         "H800: as H100, NVLS gain 215/(8 x 20.6) (reference B.9)",
-        "fp8 (H100 and later): GEMM efficiency 0.9 x bf16 at 2x peak (cuBLAS large-GEMM "
-        "throughput ~1400 of 1979 vs ~780 of 989 TFLOP/s, recalled [R], not in the references); "
-        "cast before each GEMM 3 bytes per input element (bf16 read + fp8 write, amax fused; "
-        "Transformer Engine recipe, derived)",
+        "fp8 (H100 and later): GEMM efficiency 1.0 x bf16 at the datasheet fp8 peak (H100/H200/"
+        "H800 989 bf16, 1979 fp8 dense, reference/peers-hardware-measurements.md A.3; Calculon's "
+        "h100_80g_nvl8.json uses one efficiency table for fp16 1000 and fp8 2000, A.2; the "
+        "references hold no fp8 GEMM microbenchmark, so this is not a fit); cast before each "
+        "GEMM 3 bytes per input element (bf16 read + fp8 write, amax fused; Transformer Engine "
+        "recipe, derived)",
         "Blackwell (B200, GB200, GB300): NVLink5 all-gather/reduce-scatter 0.674 and all-reduce "
         "0.742 of line rate (SimuMax b200_bf16_ceperm.json, reference A.3); NVFP4 GEMM "
-        "efficiency 0.85 x bf16 at the fp4 peak (assumed [R]); other terms as H100",
+        "efficiency 1.0 x bf16 at the datasheet fp4 peak (no NVFP4 measurement in the "
+        "references: the bf16 curve, not a fit); other terms as H100",
     ]
     return {"a100": a100, "h100": h100, "h800": h800, "blackwell": blackwell,
             "default": a100}, log

@@ -47,3 +47,31 @@ def test_blackwell_rack_predicts_every_precision(gpu: str) -> None:
     assert times["bf16"] / times["fp8"] < 2.0
     system = build_case(_row(gpu, "fp4"))[2]
     assert system.accelerator.peak_tflops_fp4 > system.accelerator.peak_tflops_fp8
+
+
+#: precisions each CASES.md accelerator runs on its tensor cores, by generation (vendor datasheets:
+#: fp16 on every listed GPU, bf16 from A100, fp8 from H100 (Hopper), NVFP4 from Blackwell)
+SUPPORTED = {"fp16": set(CASES_MD_GPUS),
+             "bf16": set(CASES_MD_GPUS) - {"v100_32g", "p100_16g"},
+             "fp8": {"h100_80g", "h800_80g", "h200_141g", "b200", "gb200", "gb300"},
+             "fp4": {"b200", "gb200", "gb300"}}
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "fp8", "fp4"])
+@pytest.mark.parametrize("gpu", CASES_MD_GPUS)
+def test_every_gpu_precision_pair_is_predicted_with_intervals(gpu: str, precision: str) -> None:
+    """No row without a prediction: every pair the hardware runs predicts with status ok and
+    all four interval bounds around it; a pair it cannot run is infeasible with the reason."""
+    from search.commands.validate import INTERVAL_COLUMNS, _with_intervals
+
+    row = {**_row(gpu, precision), "gpus_per_node": "64" if gpu.startswith("gb") else "8",
+           "pp": "2", "dp": "8", "seq_len": "4096"}
+    out = _with_intervals(predict(row), row, "auto")
+    if gpu in SUPPORTED[precision]:
+        assert out["status"] == "ok", out
+        t = float(out["iter_time_s"])
+        lo80, hi80, lo95, hi95 = (float(out[c]) for c in INTERVAL_COLUMNS)
+        assert lo95 < lo80 < t < hi80 < hi95
+    else:
+        assert out["status"] == "infeasible"
+        assert precision in out["error"] and gpu in out["error"]
