@@ -82,6 +82,10 @@ def build_parallel(cfg: DictConfig) -> ParallelSpec:
     """``cfg.parallel`` -> :class:`ParallelSpec` (``dp`` left as configured)."""
     spec = _construct(ParallelSpec, _section(cfg, "parallel"), "parallel")
     assert isinstance(spec, ParallelSpec)
+    if cfg.get("stack") is not None:  # software stack (conf/stack): its training-loop settings
+        from simcore.specs.stack import apply_stack_plan, stack_from_dict
+
+        spec = apply_stack_plan(spec, stack_from_dict(_section(cfg, "stack")))
     return spec
 
 

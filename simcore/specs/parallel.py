@@ -55,6 +55,14 @@ class ParallelSpec:
         precision: compute precision of the GEMMs (``fp16``, ``bf16``, ``fp8``, ...).
         flash_attention: fused (flash) attention core; false = Megatron-LM's unfused core
             (as in Narayanan et al. 2021 and Korthikanti et al. 2022).
+        grad_accumulation_fusion: the weight-gradient GEMM accumulates into the gradient
+            buffer (Megatron-Core / Transformer Engine); gradients are reduced in 16-bit.
+            False: every micro-batch's gradient is added to the buffer by a separate
+            memory-bound kernel per layer (autograd's / the framework's accumulation, as in
+            the DeepSpeed pipeline engine), reading the 16-bit gradient and reading and writing
+            the buffer; the buffer (and the data-parallel reduction) is fp32 in a bf16 / fp8 /
+            fp4 run (bf16 needs fp32 accumulation) and 16-bit in an fp16 run. Set by the
+            software stack (``conf/stack``).
         rank_order: how ranks are numbered, innermost dimension first (consecutive ranks
             share a node): ``tp-cp-dp-pp`` keeps TP inside the scale-up domain.
         first_stage_layers, last_stage_layers: explicit layer counts of the first / last
@@ -85,6 +93,7 @@ class ParallelSpec:
     tp_comm_overlap: bool = False
     precision: str = "bf16"
     flash_attention: bool = True
+    grad_accumulation_fusion: bool = True
     rank_order: str = "tp-cp-dp-pp"
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
@@ -98,7 +107,8 @@ class ParallelSpec:
         for key in ("dp", "first_stage_layers", "last_stage_layers"):
             if getattr(self, key) is not None:
                 _positive_int(getattr(self, key), p + key)
-        for key in ("sequence_parallel", "dp_overlap", "tp_comm_overlap", "flash_attention"):
+        for key in ("sequence_parallel", "dp_overlap", "tp_comm_overlap", "flash_attention",
+                    "grad_accumulation_fusion"):
             require(isinstance(getattr(self, key), bool), p + key, getattr(self, key),
                     "must be true or false")
         require(self.recompute in RECOMPUTE_MODES, p + "recompute", self.recompute,

@@ -14,9 +14,16 @@ A :class:`StackSpec` scales the hardware calibration for the framework that runs
   hardware calibration's value.
 * ``kernel_launch_floor_us``: least time of any kernel (the host's dispatch pace in an eager
   framework; ``None`` keeps the calibration's value, 0).
+* ``grad_accumulation_fusion``: whether the weight-gradient GEMM accumulates into the gradient
+  buffer (Megatron-LM 2022 / Megatron-Core ``gradient_accumulation_fusion``) or every
+  micro-batch's gradient is added by a separate memory-bound kernel into a buffer that is fp32
+  in bf16 runs and reduced in fp32 (the DeepSpeed pipeline engine and its bf16 optimizer);
+  ``None`` keeps the plan's value (:class:`~simcore.specs.parallel.ParallelSpec`). A mechanism,
+  not a fit: the kernel's bytes follow from the dtypes.
 
 Applying a stack returns a new :class:`~simcore.specs.system.SystemSpec` whose calibration
-carries the scaled values; the cost models see nothing else.
+carries the scaled values (:func:`apply_stack`) and a new plan with the stack's training-loop
+settings (:func:`apply_stack_plan`); the cost models see nothing else.
 """
 
 from __future__ import annotations
@@ -24,9 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simcore.errors import require
+from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 
-__all__ = ["STACKS", "StackSpec", "apply_stack", "stack_from_dict"]
+__all__ = ["STACKS", "StackSpec", "apply_stack", "apply_stack_plan", "stack_from_dict"]
 
 #: the stack presets of conf/stack/
 STACKS = ("megatron_lm", "megatron_core", "deepspeed", "nemo")
@@ -40,6 +48,7 @@ class StackSpec:
     kernel_efficiency: float = 1.0
     kernel_overhead_us: float | None = None
     kernel_launch_floor_us: float | None = None
+    grad_accumulation_fusion: bool | None = None
 
     def __post_init__(self) -> None:
         p = "stack."
@@ -55,12 +64,17 @@ class StackSpec:
             isinstance(self.kernel_launch_floor_us, int | float)
             and self.kernel_launch_floor_us >= 0),
             p + "kernel_launch_floor_us", self.kernel_launch_floor_us, "must be >= 0 or null")
+        require(self.grad_accumulation_fusion is None
+                or isinstance(self.grad_accumulation_fusion, bool),
+                p + "grad_accumulation_fusion", self.grad_accumulation_fusion,
+                "must be true, false or null")
 
 
 def stack_from_dict(data: dict[str, object]) -> StackSpec:
     """A :class:`StackSpec` from the resolved ``stack`` config (unknown keys are errors;
     ``source`` / ``fitted`` provenance keys are ignored)."""
-    known = {"name", "kernel_efficiency", "kernel_overhead_us", "kernel_launch_floor_us"}
+    known = {"name", "kernel_efficiency", "kernel_overhead_us", "kernel_launch_floor_us",
+             "grad_accumulation_fusion"}
     kwargs = {k: v for k, v in data.items() if k not in ("source", "fitted")}
     for key, value in kwargs.items():
         require(key in known, f"stack.{key}", value, f"unknown key (known: {', '.join(known)})")
@@ -77,3 +91,10 @@ def apply_stack(system: SystemSpec, stack: StackSpec) -> SystemSpec:
     if stack.kernel_launch_floor_us is not None:
         changes["kernel_launch_floor_us"] = float(stack.kernel_launch_floor_us)
     return replace(system, calibration=replace(calib, **changes))
+
+
+def apply_stack_plan(plan: ParallelSpec, stack: StackSpec) -> ParallelSpec:
+    """``plan`` with the stack's training-loop settings (gradient accumulation)."""
+    if stack.grad_accumulation_fusion is None:
+        return plan
+    return replace(plan, grad_accumulation_fusion=stack.grad_accumulation_fusion)

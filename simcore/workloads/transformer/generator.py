@@ -20,12 +20,15 @@ backward when ``dp_overlap``, else after the stage's last backward; ZeRO-1/2 all
 updated parameters (overlapped with the next forward when ``dp_overlap``: modelled as a prefetch
 at the start of the iteration, the steady state); ZeRO-3 all-gathers each layer's parameters
 before its forward and its backward in every micro-batch (one layer ahead when overlapped).
+Without ``grad_accumulation_fusion`` (the DeepSpeed pipeline engine) each layer's backward is
+followed by a memory-bound add of its 16-bit weight gradient into the gradient buffer, every
+micro-batch, and the reduction reads the buffer's dtype (:func:`grad_buffer_bytes`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 import numpy as np
@@ -48,7 +51,28 @@ __all__ = ["TP_OVERLAP_CHUNKS", "RunEmitter", "TransformerWorkload", "build_tran
 
 _DP, _PP = int(CommKind.DP), int(CommKind.PP)
 _GRAD_BYTES = 2.0  # gradients reduced in 16-bit (Megatron default, grad_reduce_in_fp32 off)
+_LOW_GRAD_BYTES = 2.0  # the weight-gradient GEMM writes a 16-bit gradient
 _PARAM_BYTES = 2.0
+
+
+def grad_buffer_bytes(par: ParallelSpec) -> float:
+    """Bytes per parameter of the gradient buffer the data-parallel reduction reads: 16-bit
+    with accumulation fusion (Megatron-Core's default) or an fp16 run; fp32 when a bf16 / fp8 /
+    fp4 run accumulates with a separate kernel (Megatron-LM forces fp32 accumulation with bf16;
+    DeepSpeed's bf16 optimizer keeps fp32 gradients)."""
+    if par.grad_accumulation_fusion or par.precision == "fp16":
+        return _GRAD_BYTES
+    return 4.0
+
+
+def grad_accumulation_bytes(par: ParallelSpec) -> float:
+    """HBM bytes per parameter per micro-batch of an unfused gradient accumulation (read the
+    16-bit gradient, read and write the buffer); 0 when fused into the weight-gradient GEMM."""
+    if par.grad_accumulation_fusion:
+        return 0.0
+    return _LOW_GRAD_BYTES + 2.0 * grad_buffer_bytes(par)
+
+
 _OPTIMIZER_BYTES_PER_PARAM = 28.0  # Adam: read/write fp32 master, m, v; read grad; write weight
 
 
@@ -85,6 +109,11 @@ class _Generator:
         self.chunk_layers = par.chunk_layers(model.num_layers)
         self.m = par.num_micro_batches
         self._templates()
+        acc = grad_accumulation_bytes(par)
+        if acc:  # per layer, after its backward, every micro-batch (on the compute stream)
+            k = self.ops.kernel("mem", self.layer_params * acc)
+            step = ("c", self.ops.template("grad_accumulate", [(k, 1.0)]))
+            self.lops = replace(self.lops, bwd=(*self.lops.bwd, step))
 
     def _templates(self) -> None:
         m, p, ops = self.model, self.par, self.ops
@@ -94,23 +123,27 @@ class _Generator:
         zero = p.zero_stage
         rtype = CommType.ALL_REDUCE if zero == 0 else CommType.REDUCE_SCATTER
 
-        def coll(name: str, ct: CommType, params: float, span: GroupSpan) -> int:
-            k = ops.kernel("coll", int(ct), params * _GRAD_BYTES, span.size, span.ranks_per_node)
+        grad_bytes = grad_buffer_bytes(p)
+
+        def coll(name: str, ct: CommType, params: float, span: GroupSpan,
+                 nbytes: float = grad_bytes) -> int:
+            k = ops.kernel("coll", int(ct), params * nbytes, span.size, span.ranks_per_node)
             return ops.template(name, [(k, 1.0)], _DP)
 
         self.grad_tmpl = [coll("dp_grad_reduce", rtype, dense, sp["dp"])]
-        self.gather_tmpl = [coll("dp_param_gather", CommType.ALL_GATHER, dense, sp["dp"])]
+        self.gather_tmpl = [coll("dp_param_gather", CommType.ALL_GATHER, dense, sp["dp"],
+                                 _PARAM_BYTES)]
         if expert:
             self.grad_tmpl.append(coll("edp_grad_reduce", rtype, expert, sp["edp"]))
             self.gather_tmpl.append(coll("edp_param_gather", CommType.ALL_GATHER, expert,
-                                         sp["edp"]))
+                                         sp["edp"], _PARAM_BYTES))
         shard = p.dp_size * p.cp if zero >= 1 else 1
         self.layer_params = dense + expert
         emb = m.vocab_size * m.hidden_size / p.tp
         self.emb_grad = coll("dp_embedding_grad_reduce", rtype, emb, sp["dp"])
         self.emb_params = emb
         pair = 1 if sp["pp"].cross_node else 2
-        k = ops.kernel("coll", int(CommType.ALL_REDUCE), emb * _GRAD_BYTES, 2, pair)
+        k = ops.kernel("coll", int(CommType.ALL_REDUCE), emb * grad_bytes, 2, pair)
         self.emb_tied = ops.template("embedding_tied_allreduce", [(k, 1.0)], _DP)
         self.first_stage_end: int | None = None
 
