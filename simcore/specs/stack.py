@@ -5,11 +5,11 @@ A :class:`StackSpec` scales the hardware calibration for the framework that runs
 
 * ``kernel_efficiency``: the stack's sustained GEMM / attention throughput relative to
   Megatron-LM's (the reference the hardware calibration's ``sustained_compute_fraction`` is
-  fitted on). Stacks differ in kernel fusion (bias-GeLU, softmax, fused Adam), in fp32
-  gradient-accumulation buffers and in launch gaps between kernels; the published runs of the
-  DeepSpeed + Megatron stack (MT-NLG, BLOOM) report 15-30% lower TFLOP/s per GPU than
-  Megatron-LM on the same A100 clusters and model shapes (Smith et al. 2022; Narayanan et al.
-  2021). Fitted once by ``scripts/fit_end_to_end.py`` on the public runs of that stack.
+  fitted on): the residual of what the modelled mechanisms (gradient accumulation below,
+  launch floor) leave. The published runs of the DeepSpeed + Megatron stack (MT-NLG, BLOOM)
+  report 10-25% lower TFLOP/s per GPU than Megatron-LM on the same A100 clusters and model
+  shapes (Smith et al. 2022; Narayanan et al. 2021). Fitted once by
+  ``scripts/fit_end_to_end.py`` on the public runs of that stack.
 * ``kernel_overhead_us``: fixed time per kernel (launch and framework gaps); ``None`` keeps the
   hardware calibration's value.
 * ``kernel_launch_floor_us``: least time of any kernel (the host's dispatch pace in an eager
