@@ -45,9 +45,10 @@ class Fidelity(Protocol):
         ...
 
     def overlap_slowdown(self, sb: SystemBatch, cw: CompiledWorkload | None = None,
-                         parallel: ParallelSpec | None = None) -> FloatArray | None:
+                         parallel: ParallelSpec | None = None, tdur: FloatArray | None = None) -> FloatArray | None:
         """(B,) fractional slowdown of compute beside communication (None: not modelled);
-        ``cw`` and ``parallel`` (the graph being costed) let it depend on the kernel mix."""
+        ``cw`` and ``parallel`` (the graph being costed) let it depend on the kernel mix, and
+        ``tdur`` (its :meth:`durations`, when already computed) saves computing them again."""
         ...
 
     def supports(self, feature: str) -> str | None:

@@ -55,7 +55,7 @@ class CalibratedFidelity:
         return collective_stretch(cw, tdur, sb, _phi(cw, sb, parallel))
 
     def overlap_slowdown(self, sb: SystemBatch, cw: CompiledWorkload | None = None,
-                         parallel: ParallelSpec | None = None) -> FloatArray:
+                         parallel: ParallelSpec | None = None, tdur: FloatArray | None = None) -> FloatArray:
         """(B,) compute slowdown beside a collective, minus one: the fitted one (``nccl``
         engine) or the endpoint contention model, by kernel class when the graph is given."""
         fitted = overlap_slowdown(sb)[0] - 1.0
@@ -65,7 +65,9 @@ class CalibratedFidelity:
         if cw is None or parallel is None:
             return np.where(nccl, fitted, compute_slowdown(sb))
         phi = _phi(cw, sb, parallel)
-        hbm = overlapped_hbm_Bps(cw, self.durations(cw, sb, sb.specs, parallel), sb)
+        if tdur is None:
+            tdur = self.durations(cw, sb, sb.specs, parallel)
+        hbm = overlapped_hbm_Bps(cw, tdur, sb)
         return np.where(nccl, fitted, compute_slowdown(sb, phi, hbm))
 
     def supports(self, feature: str) -> str | None:

@@ -40,7 +40,7 @@ class AstraFidelity:
         return astra_template_durations(cw.workload, parallel, systems, calibrated)
 
     def overlap_slowdown(self, sb: SystemBatch, cw: CompiledWorkload | None = None,
-                         parallel: ParallelSpec | None = None) -> None:
+                         parallel: ParallelSpec | None = None, tdur: FloatArray | None = None) -> None:
         """Not modelled by ASTRA-sim's analytical backend."""
         return None
 
