@@ -106,9 +106,9 @@ def evaluated_durations(model: Hashable, parallel: ParallelSpec, system: SystemS
     cw = compiled_workload(model, parallel, system, fidelity)
     par = parallel.resolve(system.num_gpus)
     sb = SystemBatch.from_specs([system])
-    slow = fid.overlap_slowdown(sb)
-    return (cw, fid.durations(cw, sb, [system], par)[:, 0],
-            None if slow is None else float(slow[0]))
+    tdur = fid.durations(cw, sb, [system], par)
+    slow = fid.overlap_slowdown(sb, cw, par, tdur)
+    return (cw, tdur[:, 0], None if slow is None else float(slow[0]))
 
 
 def _infeasible(b: int, reason: str, memory_gib: float = float("nan")) -> BatchResult:
@@ -182,7 +182,8 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
             peak_gib = np.where([s.memory.offloads for s in systems], tier.peak_gib, peak_gib)
         else:
             fits, reasons = _unsupported_offload(systems, fits, reasons, why)
-    bd = evaluate_times(cw, fid.durations(cw, sb, systems, par), fid.overlap_slowdown(sb))
+    tdur = fid.durations(cw, sb, systems, par)
+    bd = evaluate_times(cw, tdur, fid.overlap_slowdown(sb, cw, par, tdur))
     exposed_total = np.zeros(b)
     for v in bd.exposed_by_kind.values():
         exposed_total += v
@@ -224,7 +225,8 @@ def _simulate_mixed(model: Hashable, par: ParallelSpec, systems: Sequence[System
     assert cw.stage_pools is not None
     fps = [family.footprint(model, par, s) for s in range(cw.workload.num_stages)]
     fits, peak_gib, reasons = check_stage_pools(fps, cw.stage_pools, sb)
-    bd = evaluate_times(cw, fid.durations(cw, sb, systems, par), fid.overlap_slowdown(sb))
+    tdur = fid.durations(cw, sb, systems, par)
+    bd = evaluate_times(cw, tdur, fid.overlap_slowdown(sb, cw, par, tdur))
     exposed_total = np.zeros(b)
     for v in bd.exposed_by_kind.values():
         exposed_total += v

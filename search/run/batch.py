@@ -7,7 +7,8 @@ a few base SystemSpecs and per-point hardware overrides (:func:`materialize_syst
 study's batch carries its B SystemSpecs (:func:`systems_batch`). :func:`evaluate_batch` runs in
 this process or inside a Ray worker (:mod:`search.run.workers`) alike, so both give the same
 columns. Points whose spec cannot be built (a swept value that breaks a cross-field rule) come
-back infeasible with reason ``invalid_spec: ...``.
+back infeasible with reason ``invalid_spec: ...``; so does a whole batch whose workload spec
+could not be built (:class:`InvalidModel`: an unknown layer kind on a sweep's workload axis).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from search.run.metrics import cost_columns, result_columns, throughput_columns
 __all__ = [
     "BatchOutput",
     "Columns",
+    "InvalidModel",
     "Runner",
     "SpecBatch",
     "evaluate_batch",
@@ -34,6 +36,17 @@ __all__ = [
 ]
 
 Columns = dict[str, NDArray[Any]]
+
+
+@dataclass(frozen=True)
+class InvalidModel:
+    """Stands for a workload spec that could not be built; its points are infeasible.
+
+    Attributes:
+        reason: the one-line error (``invalid_spec: <key>=<value>: <rule>``).
+    """
+
+    reason: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,6 +202,9 @@ def evaluate_batch(batch: SpecBatch) -> Columns:
     """Evaluate a batch in this process with ``simcore.api.simulate_batch``."""
     from simcore.api import simulate_batch
 
+    if isinstance(batch.model, InvalidModel):
+        return {"feasible": np.zeros(batch.size, dtype=bool),
+                "reason": np.asarray([batch.model.reason] * batch.size, dtype=object)}
     systems, errors = materialize_systems(batch)
     ok = [i for i, s in enumerate(systems) if s is not None]
     cols: Columns = {}

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from simcore.cost import ClusterCostSpec, system_cost
 from simcore.errors import InputError
 
-__all__ = ["cluster_money", "cost_columns", "cost_spec_from", "result_columns",
+__all__ = ["cluster_money", "cost_columns", "cost_spec_from", "per_iteration", "result_columns",
            "throughput_columns"]
 
 
@@ -40,16 +40,21 @@ def result_columns(res: Any) -> dict[str, NDArray[Any]]:
     return cols
 
 
-def throughput_columns(model: Any, parallel: Any,
-                       time_s: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
-    """``samples_per_s`` and ``tokens_per_s`` of (B,) iteration times (NaN where time is NaN)."""
+def per_iteration(model: Any, parallel: Any) -> tuple[int, int]:
+    """(samples, tokens) of one iteration, as the workload's family counts them."""
     from simcore.workloads import family_of
 
     family = family_of(model)
+    return family.samples_per_iter(model, parallel), family.tokens_per_iter(model, parallel)
+
+
+def throughput_columns(model: Any, parallel: Any,
+                       time_s: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
+    """``samples_per_s`` and ``tokens_per_s`` of (B,) iteration times (NaN where time is NaN)."""
+    samples, tokens = per_iteration(model, parallel)
     time_s = np.asarray(time_s, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return {"samples_per_s": family.samples_per_iter(model, parallel) / time_s,
-                "tokens_per_s": family.tokens_per_iter(model, parallel) / time_s}
+        return {"samples_per_s": samples / time_s, "tokens_per_s": tokens / time_s}
 
 
 def cost_spec_from(cfg: Mapping[str, Any]) -> ClusterCostSpec:

@@ -30,7 +30,7 @@ from search.study.ask_tell import LoopStats, run_batches
 from search.study.evaluate import DesignEvaluator
 from search.study.objectives import Objective, resolve_objectives
 from search.study.report import best_trials, write_plots, write_table
-from search.study.space import SearchSpace, default_parallel_space, parse_space
+from search.study.space import SearchSpace, default_space, parse_space
 from search.study.storage import (
     default_stale_after_s,
     is_shared,
@@ -47,7 +47,7 @@ __all__ = ["SearchOutcome", "SearchSetup", "prepare_search", "run_search", "stud
 _KEYS = {"study_name", "output_dir", "storage", "resume", "sampler", "seed", "n_trials",
          "timeout_s", "batch_size", "objectives", "train_tokens", "n_startup_trials",
          "population_size", "log_plots", "space", "derived", "cost", "stale_after_s",
-         "in_process"}
+         "in_process", "train_samples"}
 _CONSTRAINED = {"auto", "tpe", "nsga2", "nsga3"}
 
 
@@ -117,11 +117,10 @@ def _space(cfg: DictConfig, extra_space: Mapping[str, str],
     space.update(extra_space)
     derived.update(extra_derived)
     if not space:
-        space = default_parallel_space(
-            num_gpus=int(cfg.system.num_gpus), gpus_per_node=int(cfg.system.gpus_per_node),
-            num_layers=int(cfg.workload.num_layers), num_heads=int(cfg.workload.num_heads),
-            global_batch=int(cfg.parallel.global_batch),
-            num_experts=int(cfg.workload.get("num_experts") or 1))
+        space = default_space(
+            _plain_dict(cfg.workload), num_gpus=int(cfg.system.num_gpus),
+            gpus_per_node=int(cfg.system.gpus_per_node),
+            global_batch=int(cfg.parallel.global_batch))
     return parse_space(space, derived)
 
 
@@ -147,12 +146,16 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     cost = cost_spec_from(OmegaConf.to_container(search.cost, resolve=True))  # type: ignore[arg-type]
     batch_size = _int(search, "batch_size", 1)
     check_number("search.train_tokens", search.get("train_tokens"), lo=0, lo_open=True, hi=1e18)
+    train_samples = search.get("train_samples")
+    if train_samples is not None:
+        check_number("search.train_samples", train_samples, lo=0, lo_open=True, hi=1e18)
     for key in ("timeout_s", "stale_after_s"):
         if search.get(key) is not None:
             check_number(f"search.{key}", search.get(key), lo=0, lo_open=True, hi=1e9)
     evaluator = DesignEvaluator(cfg, space, objectives, cost, float(search.train_tokens),
                                 runner or in_process_runner,
-                                penalize_infeasible=sampler_name not in _CONSTRAINED)
+                                penalize_infeasible=sampler_name not in _CONSTRAINED,
+                                train_samples=None if train_samples is None else float(train_samples))
     storage = make_storage(storage_kind, output_dir, study_name)  # after every check: no
     study = open_study(study_name=study_name, storage=storage, sampler=sampler,  # stray study
                        directions=[o.direction for o in objectives], resume=bool(search.resume),

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from search.config.build import build_specs, set_path
 from search.run.batch import Columns, Runner, SpecBatch, in_process_runner, systems_batch
+from search.run.metrics import per_iteration
 from search.study.ask_tell import TrialOutcome
 from search.study.objectives import Objective, design_metrics, infeasible_outcome, outcome_of
 from search.study.space import SearchSpace, evaluate_derived
@@ -85,6 +86,8 @@ class DesignEvaluator:
         objectives: the study's objectives.
         cost: cost and power prices (``search.cost``).
         train_tokens: tokens of a full training run (time/cost to train).
+        train_samples: samples of a full training run; when set, time/cost to train count
+            samples (images, records) instead of tokens.
         runner: evaluates SpecBatches; :func:`in_process_runner` or the Ray pool.
         penalize_infeasible: tell penalty values for infeasible points (samplers without
             constraint support).
@@ -92,12 +95,13 @@ class DesignEvaluator:
 
     def __init__(self, base_cfg: DictConfig, space: SearchSpace, objectives: Sequence[Objective],
                  cost: ClusterCostSpec, train_tokens: float, runner: Runner,
-                 penalize_infeasible: bool = False) -> None:
+                 penalize_infeasible: bool = False, train_samples: float | None = None) -> None:
         self.base_cfg = base_cfg
         self.space = space
         self.objectives = list(objectives)
         self.cost = cost
         self.train_tokens = train_tokens
+        self.train_samples = train_samples
         self.runner = runner
         self.penalize_infeasible = penalize_infeasible
         self._built: dict[tuple[tuple[str, Any], ...], tuple[Any, Any, Any] | str] = {}
@@ -108,7 +112,8 @@ class DesignEvaluator:
     def with_objectives(self, objectives: Sequence[Objective]) -> DesignEvaluator:
         """An evaluator for other objectives that reuses every point evaluated so far."""
         other = DesignEvaluator(self.base_cfg, self.space, objectives, self.cost,
-                                self.train_tokens, self.runner, self.penalize_infeasible)
+                                self.train_tokens, self.runner, self.penalize_infeasible,
+                                self.train_samples)
         other._built = self._built
         other._done = {key: outcome_of(o.metrics, other.objectives,
                                        penalize_infeasible=self.penalize_infeasible)
@@ -210,9 +215,11 @@ class DesignEvaluator:
             results = self.runner([g for g, _ in groups])
             for (_, members), columns in zip(groups, results, strict=True):
                 rows = _rows(columns, len(members))
-                tokens = [p.parallel.global_batch * p.model.seq_len for p in members]
-                metrics = design_metrics(rows, [p.system for p in members], tokens, self.cost,
-                                         self.train_tokens)
+                # every member shares the group's model and parallelization
+                samples, tokens = per_iteration(members[0].model, members[0].parallel)
+                metrics = design_metrics(rows, [p.system for p in members],
+                                         [tokens] * len(members), self.cost, self.train_tokens,
+                                         [samples] * len(members), self.train_samples)
                 for p, row in zip(members, metrics, strict=True):
                     outcomes[p.index] = outcome_of(
                         row, self.objectives, penalize_infeasible=self.penalize_infeasible)

@@ -4,8 +4,12 @@ Metrics of a design point (stable names, as logged to MLflow):
 
 * ``iteration_time_s``, ``mfu``, ``peak_memory_gib``, ... from :class:`simcore.engine.result.
   BatchResult`;
-* ``tokens_per_s`` = global_batch x seq_len / iteration_time_s;
-  ``time_to_train_days`` = ``search.train_tokens`` / tokens_per_s / 86,400;
+* ``samples_per_s`` and ``tokens_per_s``: the workload family's samples and tokens per iteration
+  (:func:`search.run.metrics.per_iteration`: sequences x length for the transformer, target
+  tokens for GNMT; images and click records count as tokens too) / iteration_time_s;
+  ``time_to_train_days`` = ``search.train_samples`` / samples_per_s / 86,400 when set (a
+  number of images or records, e.g. 90 ImageNet epochs), else ``search.train_tokens`` /
+  tokens_per_s / 86,400;
 * ``capex_usd``, ``power_kw`` (facility, with PUE), ``usd_per_hour``, ``cost_usd_per_iter``,
   ``energy_kwh_per_iter``, ``cost_usd_to_train`` from :func:`simcore.cost.cluster_cost`
   (:func:`search.run.metrics.cluster_money`);
@@ -47,6 +51,7 @@ __all__ = [
 OBJECTIVES: dict[str, str] = {
     "iteration_time_s": "minimize",
     "tokens_per_s": "maximize",
+    "samples_per_s": "maximize",
     "time_to_train_days": "minimize",
     "mfu": "maximize",
     "cost_usd_per_iter": "minimize",
@@ -95,18 +100,27 @@ def design_metrics(
     tokens_per_iter: Sequence[float],
     cost: ClusterCostSpec,
     train_tokens: float,
+    samples_per_iter: Sequence[float] | None = None,
+    train_samples: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Add throughput, cost, power and memory head-room to simulated rows (vectorized)."""
+    """Add throughput, cost, power and memory head-room to simulated rows (vectorized).
+
+    ``samples_per_iter`` defaults to ``tokens_per_iter``; with ``train_samples`` the time to
+    train counts samples instead of tokens."""
     time_s = np.array([float(r["iteration_time_s"]) for r in rows])
     peak_gib = np.array([float(r["peak_memory_gib"]) for r in rows])
     capacity_gib = np.array([s.accelerator.hbm_capacity_gib for s in systems])
     money = cluster_money(systems, cost)  # accelerators summed over each cluster's device pools
     with np.errstate(divide="ignore", invalid="ignore"):
         tokens_per_s = np.asarray(tokens_per_iter, dtype=np.float64) / time_s
-        train_s = train_tokens / tokens_per_s
+        samples_per_s = np.asarray(tokens_per_iter if samples_per_iter is None
+                                   else samples_per_iter, dtype=np.float64) / time_s
+        train_s = (train_tokens / tokens_per_s if train_samples is None
+                   else train_samples / samples_per_s)
     per_iter = money.cost_usd_per_iter(time_s)
     columns = {
         "tokens_per_s": tokens_per_s,
+        "samples_per_s": samples_per_s,
         "time_to_train_days": train_s / _SECONDS_PER_DAY,
         "capex_usd": money.capex_usd,
         "power_kw": money.facility_power_w / 1000.0,

@@ -40,6 +40,9 @@ from simcore.limits import limit
 
 __all__ = [
     "SearchSpace",
+    "default_dp_space",
+    "default_parallel_space",
+    "default_space",
     "evaluate_derived",
     "parse_distribution",
     "parse_space",
@@ -289,3 +292,51 @@ def default_parallel_space(
         space["parallel.ep"] = _choice([e for e in (1, 2, 4, 8, 16, 32, 64)
                                         if num_experts % e == 0])
     return space
+
+
+def default_dp_space(*, family: str, num_gpus: int, global_batch: int, num_tables: int = 1,
+                     dp: int | None = None) -> dict[str, str]:
+    """The search space of a data-parallel family (``resnet``, ``gnmt``, ``dlrm``, ``traced``).
+
+    These families have no tensor or pipeline split to search (their ``check`` refuses
+    tp/pp/cp > 1), so the space is what their iteration time depends on:
+
+    * ``parallel.micro_batch``: the batch per device per step, powers of two dividing the
+      replica's share ``global_batch / dp`` (the rest is gradient accumulation); to search the
+      batch per device with the global batch following it, add
+      ``search.derived.parallel.global_batch: system.num_gpus * parallel.micro_batch``;
+    * ``workload.bucket_mb``: the DDP gradient bucket (PyTorch's ``bucket_cap_mb``, default 25):
+      small buckets start reducing earlier in the backward, large ones pay fewer latencies;
+    * ``dlrm``: ``parallel.ep``, the table placement: tables whole on the ranks of groups of
+      ``ep`` (``ep = dp``: every rank holds ``num_tables / dp`` tables, the all-to-all spans all
+      ranks; smaller ``ep`` replicates each shard ``dp / ep`` times); powers of two dividing dp
+      up to ``num_tables``;
+    * ``traced``: the micro-batch is the traced batch, so ZeRO stage and DP overlap instead.
+    """
+    dp = dp or num_gpus
+    share = global_batch // dp if global_batch % dp == 0 else global_batch
+    micro = [m for m in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if m <= share and share % m == 0]
+    if family == "traced":
+        return {"parallel.zero_stage": _choice([0, 1, 2, 3]),
+                "parallel.dp_overlap": _choice([True, False])}
+    space = {"parallel.micro_batch": _choice(micro[-6:] or [1]),
+             "workload.bucket_mb": _choice([1, 5, 25, 100])}
+    if family == "dlrm":
+        ep = [e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+              if e <= dp and dp % e == 0 and e <= num_tables]
+        space["parallel.ep"] = _choice(ep or [1])
+    return space
+
+
+def default_space(workload: Mapping[str, Any], *, num_gpus: int, gpus_per_node: int,
+                  global_batch: int) -> dict[str, str]:
+    """The default space of ``workload`` (its config mapping) by ``workload.family``:
+    :func:`default_parallel_space` for the transformer, :func:`default_dp_space` otherwise."""
+    family = str(workload.get("family") or "transformer")
+    if family == "transformer":
+        return default_parallel_space(
+            num_gpus=num_gpus, gpus_per_node=gpus_per_node,
+            num_layers=int(workload["num_layers"]), num_heads=int(workload["num_heads"]),
+            global_batch=global_batch, num_experts=int(workload.get("num_experts") or 1))
+    return default_dp_space(family=family, num_gpus=num_gpus, global_batch=global_batch,
+                            num_tables=int(workload.get("num_tables") or 1))

@@ -5,7 +5,10 @@ the graph structure and differ only in numbers). Axes are split in two kinds:
 
 - *structural* axes (config-group choices, ``workload.*``, ``parallel.*`` and any ``system.*``
   key whose value changes ``simcore.api.structure_key``) are composed with Hydra's compose API,
-  once per distinct combination, validated against the schemas and built into specs;
+  once per distinct combination, validated against the schemas and built into specs; a
+  combination whose workload spec breaks one of the model's own rules (an unknown layer kind,
+  a depth the family does not have) is a set of infeasible points with that one-line reason
+  (:class:`search.run.batch.InvalidModel`), not an error of the sweep;
 - *hardware* axes (``system.*`` leaves that keep the structure) are applied to the composed
   SystemSpec field by field inside the worker, so 10^5 points cost 10^5 small dataclass
   replacements, not 10^5 Hydra compositions. Every distinct hardware value is checked before
@@ -35,9 +38,19 @@ import numpy as np
 from numpy.typing import NDArray
 from omegaconf import DictConfig, OmegaConf
 
-from search.config.build import build_specs, coerce_column, field_type, set_path
+from search.config.build import (
+    build_model,
+    build_parallel,
+    build_specs,
+    build_system,
+    coerce_column,
+    field_type,
+    set_path,
+)
 from search.config.schema import validate_config
+from search.run.batch import InvalidModel
 from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random
+from simcore.errors import InputError
 
 __all__ = ["Combo", "SweepPlan", "format_value", "make_plan", "pool_columns"]
 
@@ -164,12 +177,21 @@ def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray
     return out
 
 
-def _combo(compose: Composer, overrides: tuple[str, ...]) -> Combo:
+def _combo(compose: Composer, overrides: tuple[str, ...], axis: bool = False) -> Combo:
+    """The composed, validated and built combination; with ``axis`` (a combination of swept
+    values) a workload spec that breaks the model's rules gives an :class:`InvalidModel`."""
     cfg = compose(overrides)
     validate_config(cfg)
+    fidelity = str(cfg.get("fidelity", "calibrated"))
+    if axis:
+        try:
+            build_model(cfg)
+        except InputError as err:
+            invalid = InvalidModel(f"invalid_spec: {err}")
+            return Combo(overrides, cfg, invalid, build_parallel(cfg), build_system(cfg),
+                         _sim_config_hash(cfg), _sha(f"invalid|{overrides}"), fidelity)
     model, parallel, system = _build(cfg)
     key = _structure(model, parallel, system)
-    fidelity = str(cfg.get("fidelity", "calibrated"))
     batch_key = _sha(f"{model!r}|{parallel!r}|{key}|{fidelity}")
     return Combo(overrides, cfg, model, parallel, system, _sim_config_hash(cfg), batch_key,
                  fidelity)
@@ -244,7 +266,7 @@ def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],
     combos = []
     for key in index:
         extra = tuple(f"{k}={format_value(v)}" for k, v in zip(structural, key, strict=True))
-        combos.append(_combo(compose, (*fixed, *extra)))
+        combos.append(_combo(compose, (*fixed, *extra), axis=True))
     return combo_of, combos
 
 

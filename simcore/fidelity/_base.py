@@ -44,8 +44,11 @@ class Fidelity(Protocol):
         """(U, B) seconds of every template of ``cw`` on each system."""
         ...
 
-    def overlap_slowdown(self, sb: SystemBatch) -> FloatArray | None:
-        """(B,) fractional slowdown of compute beside communication (None: not modelled)."""
+    def overlap_slowdown(self, sb: SystemBatch, cw: CompiledWorkload | None = None,
+                         parallel: ParallelSpec | None = None, tdur: FloatArray | None = None) -> FloatArray | None:
+        """(B,) fractional slowdown of compute beside communication (None: not modelled);
+        ``cw`` and ``parallel`` (the graph being costed) let it depend on the kernel mix, and
+        ``tdur`` (its :meth:`durations`, when already computed) saves computing them again."""
         ...
 
     def supports(self, feature: str) -> str | None:

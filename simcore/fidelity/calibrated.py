@@ -18,7 +18,12 @@ import numpy as np
 from simcore.engine.devices import device_template_durations
 from simcore.engine.evaluate import CompiledWorkload, template_durations
 from simcore.fidelity._base import FloatArray
-from simcore.fidelity.contention import collective_stretch, compute_slowdown
+from simcore.fidelity.contention import (
+    collective_stretch,
+    compute_slowdown,
+    memory_bound_fraction,
+    overlapped_hbm_Bps,
+)
 from simcore.fidelity.overlap import overlap_slowdown
 from simcore.hardware.batch import SystemBatch
 from simcore.specs.parallel import ParallelSpec
@@ -47,15 +52,31 @@ class CalibratedFidelity:
             tdur = device_template_durations(cw, sb, parallel)
         else:
             tdur = template_durations(cw, sb, parallel.precision)
-        return collective_stretch(cw, tdur, sb)
+        return collective_stretch(cw, tdur, sb, _phi(cw, sb, parallel))
 
-    def overlap_slowdown(self, sb: SystemBatch) -> FloatArray:
+    def overlap_slowdown(self, sb: SystemBatch, cw: CompiledWorkload | None = None,
+                         parallel: ParallelSpec | None = None, tdur: FloatArray | None = None) -> FloatArray:
         """(B,) compute slowdown beside a collective, minus one: the fitted one (``nccl``
-        engine) or the endpoint contention model."""
+        engine) or the endpoint contention model, by kernel class when the graph is given."""
         fitted = overlap_slowdown(sb)[0] - 1.0
         nccl = np.array([s.endpoint.collective_engine == "nccl" for s in sb.specs])
-        return fitted if nccl.all() else np.where(nccl, fitted, compute_slowdown(sb))
+        if nccl.all():
+            return fitted
+        if cw is None or parallel is None:
+            return np.where(nccl, fitted, compute_slowdown(sb))
+        phi = _phi(cw, sb, parallel)
+        if tdur is None:
+            tdur = self.durations(cw, sb, sb.specs, parallel)
+        hbm = overlapped_hbm_Bps(cw, tdur, sb)
+        return np.where(nccl, fitted, compute_slowdown(sb, phi, hbm))
 
     def supports(self, feature: str) -> str | None:
         """Every feature."""
         return None
+
+
+def _phi(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec) -> FloatArray | None:
+    """Memory-bound share of compute when an endpoint engine is in use (else not needed)."""
+    if all(s.endpoint.collective_engine == "nccl" for s in sb.specs):
+        return None
+    return memory_bound_fraction(cw, sb, parallel.precision)

@@ -12,17 +12,32 @@ HBM traffic is ``mu R`` with ``mu`` per collective type (:func:`hbm_per_wire_byt
   the wire bytes of the type (``mu ~ 1``);
 * ``ideal``: 0.
 
+**Kernel classes.** ``phi`` is the share of a design point's compute time spent in memory-bound
+kernels (the ``mem`` kernels: batch norm, activations, residual additions, pooling, lookups,
+optimizer passes; :func:`memory_bound_fraction`, from the calibrated kernel times of every
+compute template of the graph); the rest (GEMMs, convolutions as implicit GEMMs, attention) is
+compute-bound. ACE §2.3(c) is a roofline per kernel: a compute-bound kernel beside a collective
+runs on ``U - k`` SMs, a memory-bound one on ``M - mu R`` of the HBM bandwidth.
+
 **Collective slowdown** (b): the collective gets at most ``comm_hbm_share`` of the usable HBM
-bandwidth ``M`` while compute runs beside it, so it runs at ``min(R, share M / mu)``; with ACE
-also at most ``min(ace_alu_GBps, ace_link_GBps)``; on the ``endpoint`` engine also at most what its
-SMs can drive, ``k r = comm_sm_fraction * sms * collective_GBps_per_sm`` (ACE §2.3(b)): the template
-time is stretched by ``max(1, mu R / (share M), R / ace_rate)`` (ACE) or
-``max(1, mu R / (share M), R / (k r))`` (endpoint).
-**Compute slowdown** (c): a kernel overlapped with a collective keeps ``1 - comm_sm_fraction`` of
-the SMs (``endpoint``; ACE and ideal: all) and ``M - mu R_c`` of the HBM bandwidth, ``R_c`` the rate
-a scale-up collective runs at (``min(line, share M / mu, k r)``; ACE: its own rate); the stage's overlapped compute is stretched by
-``max(1 / (1 - f_sm), M / (M - mu R_c)) - 1`` (the worse of the compute- and memory-bound roofs,
-the engine's one factor per design point).
+bandwidth ``M`` while compute runs beside it; with ``hbm_priority: compute`` (CompOpt, §2.3(d):
+"the HBM bandwidth left after compute demand") memory-bound kernels keep the HBM, so the
+collective moves data only while compute-bound kernels run: ``(1 - phi) share M``. It runs at
+``min(R, hbm / mu)``; with ACE also at most ``min(ace_alu_GBps, ace_link_GBps)``; on the
+``endpoint`` engine also at most what its SMs can drive, ``k r = comm_sm_fraction * sms *
+collective_GBps_per_sm`` (ACE §2.3(b)): the template time is stretched by
+``max(1, mu R / hbm, R / ace_rate)`` (ACE) or ``max(1, mu R / hbm, R / (k r))`` (endpoint).
+**Compute slowdown** (c): beside a collective, compute-bound kernels keep ``1 - comm_sm_fraction``
+of the SMs (``endpoint``; ACE and ideal: all): ``s_sm = 1 / (1 - f_sm)``; memory-bound kernels keep
+``M - H`` of the HBM bandwidth, ``H`` the HBM bytes/s the overlapped collectives move while in
+flight (:func:`overlapped_hbm_Bps`: their ``mu`` x network bytes over their stretched time, so a
+collective waiting on a slow scale-out phase takes little HBM, while it holds its SMs all along,
+as NCCL's kernels do): ``s_hbm = M / (M - H)``, 1 with ``hbm_priority: compute``. The stage's
+overlapped compute is stretched by ``phi (s_hbm - 1) + (1 - phi) (s_sm - 1)``. Without the graph
+(``phi`` and ``H`` unknown) the worse roof, ``max(s_sm, s_hbm) - 1`` with ``H`` of a scale-up
+collective (``mu min(line, hbm / mu, k r)``; ACE: its own rate), stands for every kernel.
+Known simplification: the fluid model averages per design point (one slowdown for a stage's
+overlapped compute, one HBM rate for its overlapped collectives), not per kernel pair in time.
 The ``nccl`` engine keeps the fitted overlap slowdown (:mod:`simcore.fidelity.overlap`).
 """
 
@@ -31,13 +46,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.engine.evaluate import CompiledWorkload
+from simcore.engine.evaluate import CompiledWorkload, kernel_durations
 from simcore.hardware.batch import SystemBatch
 from simcore.ir.graph import CommType
 from simcore.ir.ops import COMPUTE
 from simcore.specs.endpoint import EndpointSpec
 
-__all__ = ["collective_stretch", "compute_slowdown", "engines", "hbm_per_wire_byte"]
+__all__ = ["collective_stretch", "compute_slowdown", "engines", "hbm_per_wire_byte",
+           "memory_bound_fraction", "overlapped_hbm_Bps"]
 
 FloatArray = NDArray[np.float64]
 _REDUCE = (CommType.REDUCE_SCATTER, CommType.REDUCE_SCATTER_BLOCK)
@@ -74,19 +90,34 @@ def _usable_hbm(sb: SystemBatch) -> FloatArray:
     return np.asarray(sb.hbm_bandwidth_Bps * sb.calib["hbm_efficiency"])
 
 
-def collective_stretch(cw: CompiledWorkload, tdur: FloatArray, sb: SystemBatch) -> FloatArray:
-    """(U, B) ``tdur`` with every collective template slowed by its endpoint's limits."""
-    eps = engines(sb)
-    if all(e.collective_engine == "nccl" for e in eps):
-        return tdur
+def memory_bound_fraction(cw: CompiledWorkload, sb: SystemBatch, precision: str) -> FloatArray:
+    """(B,) share of the graph's compute time spent in memory-bound (``mem``) kernels, from the
+    calibrated kernel times on pool 0's devices (every compute template, every stage)."""
     ops = cw.ops
-    out = tdur.copy()
+    kd = kernel_durations(ops, sb, precision)  # (K, B)
+    is_mem = np.array([cost == "mem" for cost, _ in ops.kernels], dtype=bool)
+    counts = np.asarray(cw.stage_counts).sum(axis=0) * (cw.template_kind == COMPUTE)  # (U,)
+    w = counts @ ops.weights()  # (K,) kernel runs per iteration on the compute streams
+    total = w @ kd
+    mem = (w * is_mem) @ kd
+    return np.divide(mem, total, out=np.zeros_like(total), where=total > 0)
+
+
+def _comm_hbm(sb: SystemBatch, phi: FloatArray | None) -> FloatArray:
+    """(B,) HBM bandwidth a collective can use beside compute (see the module docstring)."""
+    eps = engines(sb)
     share = np.array([e.comm_hbm_share for e in eps]) * _usable_hbm(sb)
-    ace_rate = np.array([min(e.ace_alu_GBps, e.ace_link_GBps) * 1e9 for e in eps])
-    sm_rate = np.array([e.sm_collective_Bps if e.collective_engine == "endpoint" else np.inf
-                        for e in eps])
-    is_ace = np.array([e.collective_engine == "ace" for e in eps])
-    active = np.array([e.collective_engine in ("endpoint", "ace") for e in eps])
+    if phi is None:
+        return share
+    compute_first = np.array([e.hbm_priority == "compute" for e in eps])
+    return np.where(compute_first, share * np.maximum(1.0 - phi, 1e-6), share)
+
+
+def _collective_templates(cw: CompiledWorkload, eps: list[EndpointSpec]
+                          ) -> list[tuple[int, float, FloatArray]]:
+    """(template, network bytes per GPU, (B,) HBM bytes per network byte) of every collective."""
+    ops = cw.ops
+    out = []
     for t, parts in enumerate(ops.templates):
         if ops.template_kind[t] == COMPUTE or len(parts) != 1:
             continue
@@ -96,20 +127,57 @@ def collective_stretch(cw: CompiledWorkload, tdur: FloatArray, sb: SystemBatch) 
             continue
         comm, nbytes, n = int(args[0]), args[1] * weight, args[2]
         wire = wire_fraction(comm, n) * nbytes
-        if wire <= 0:
-            continue
+        if wire > 0:
+            out.append((t, wire, np.array([hbm_per_wire_byte(e, comm, n) for e in eps])))
+    return out
+
+
+def collective_stretch(cw: CompiledWorkload, tdur: FloatArray, sb: SystemBatch,
+                       phi: FloatArray | None = None) -> FloatArray:
+    """(U, B) ``tdur`` with every collective template slowed by its endpoint's limits
+    (``phi``: :func:`memory_bound_fraction`, for ``hbm_priority: compute``)."""
+    eps = engines(sb)
+    if all(e.collective_engine == "nccl" for e in eps):
+        return tdur
+    out = tdur.copy()
+    share = _comm_hbm(sb, phi)
+    ace_rate = np.array([min(e.ace_alu_GBps, e.ace_link_GBps) * 1e9 for e in eps])
+    sm_rate = np.array([e.sm_collective_Bps if e.collective_engine == "endpoint" else np.inf
+                        for e in eps])
+    is_ace = np.array([e.collective_engine == "ace" for e in eps])
+    active = np.array([e.collective_engine in ("endpoint", "ace") for e in eps])
+    for t, wire, mu in _collective_templates(cw, eps):
         rate = wire / np.maximum(tdur[t], 1e-30)
-        mu = np.array([hbm_per_wire_byte(e, comm, n) for e in eps])
         factor = np.maximum(np.maximum(1.0, mu * rate / share), rate / sm_rate)
         factor = np.where(is_ace, np.maximum(factor, rate / ace_rate), factor)
         out[t] = np.where(active, tdur[t] * factor, tdur[t])
     return out
 
 
-def compute_slowdown(sb: SystemBatch) -> FloatArray:
-    """(B,) fractional slowdown of compute beside a collective (engines other than ``nccl``)."""
+def overlapped_hbm_Bps(cw: CompiledWorkload, tdur: FloatArray, sb: SystemBatch) -> FloatArray:
+    """(B,) HBM bytes/s the collectives that overlap compute move while in flight: their HBM
+    bytes (``mu`` x network bytes) over their time (``tdur``, already stretched), summed over
+    every overlappable collective of every stage; 0 when none overlaps."""
+    eps = engines(sb)
+    counts = np.asarray(cw.overlap_counts).sum(axis=0)  # (U,)
+    hbm = np.zeros(sb.size)
+    busy = np.zeros(sb.size)
+    for t, wire, mu in _collective_templates(cw, eps):
+        if counts[t] > 0:
+            hbm += counts[t] * mu * wire
+            busy += counts[t] * tdur[t]
+    return np.divide(hbm, busy, out=np.zeros_like(hbm), where=busy > 0)
+
+
+def compute_slowdown(sb: SystemBatch, phi: FloatArray | None = None,
+                     hbm_Bps: FloatArray | None = None) -> FloatArray:
+    """(B,) fractional slowdown of compute beside a collective (engines other than ``nccl``);
+    ``phi`` (:func:`memory_bound_fraction`) weights the SM and HBM roofs by kernel class
+    (None: the worse roof for every kernel); ``hbm_Bps`` (:func:`overlapped_hbm_Bps`) is the
+    HBM the overlapped collectives move (None: a scale-up collective's, an upper bound)."""
     eps = engines(sb)
     m = _usable_hbm(sb)
+    hbm = _comm_hbm(sb, phi)
     line = sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"]
     out = np.zeros(sb.size)
     for j, e in enumerate(eps):
@@ -117,12 +185,17 @@ def compute_slowdown(sb: SystemBatch) -> FloatArray:
             continue
         n = float(sb.gpus_per_node[j])
         mu = hbm_per_wire_byte(e, int(CommType.ALL_REDUCE), max(n, 2.0))
-        rate = min(line[j], e.comm_hbm_share * m[j] / mu)
-        sm = 0.0
+        rate = min(line[j], hbm[j] / mu)
+        sm = 1.0
         if e.collective_engine == "ace":
             rate = min(rate, min(e.ace_alu_GBps, e.ace_link_GBps) * 1e9)
         else:
             rate = min(rate, e.sm_collective_Bps)
             sm = 1.0 / (1.0 - e.comm_sm_fraction)
-        out[j] = max(sm, m[j] / (m[j] - mu * rate)) - 1.0
+        taken = mu * rate if hbm_Bps is None else min(hbm_Bps[j], hbm[j])
+        mem = 1.0 if e.hbm_priority == "compute" else m[j] / (m[j] - taken)
+        if phi is None:
+            out[j] = max(sm, mem) - 1.0
+        else:
+            out[j] = phi[j] * (mem - 1.0) + (1.0 - phi[j]) * (sm - 1.0)
     return out

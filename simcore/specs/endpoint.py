@@ -15,6 +15,12 @@ Engines (ACE, Rashidi et al., ISCA 2021; reference/methods-hap-ace-echo.md §2):
   no SMs, HBM only for one read and one write of the payload; the collective runs at
   ``min(network, ace_alu_GBps, ace_link_GBps)``.
 * ``ideal``: collectives consume no endpoint resource (ACE's ideal bound).
+
+Who gets the HBM first while a collective and compute overlap (``hbm_priority``, ACE §2.3(d)):
+``collective`` (the comm-optimised split: the collective takes what it needs, up to
+``comm_hbm_share``, and memory-bound kernels beside it run on what is left) or ``compute`` (the
+compute-optimised split: memory-bound kernels keep the whole HBM, the collective progresses on
+what compute leaves, i.e. only while compute-bound kernels run beside it).
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from dataclasses import dataclass
 
 from simcore.errors import require
 
-__all__ = ["ENGINES", "EndpointSpec"]
+__all__ = ["ENGINES", "HBM_PRIORITIES", "EndpointSpec"]
 
 ENGINES = ("nccl", "endpoint", "ace", "ideal")
+HBM_PRIORITIES = ("collective", "compute")
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class EndpointSpec:
             all-reduce bus bandwidth on DGX A100 (~240 GB/s, reference/peers-hardware-measurements.md)
             over the ~24 channels (one thread block = one SM each) it runs on NVLink.
         comm_hbm_share: most of the HBM bandwidth a collective gets while compute runs beside it.
+        hbm_priority: ``collective`` or ``compute``: which side keeps the HBM bandwidth when
+            both need it (module docstring; ACE §2.3(d) CommOpt / CompOpt).
         hbm_bytes_per_reduce_byte: HBM bytes per network byte of a reducing step (ACE §2.3: 3-5).
         hbm_bytes_per_gather_byte: HBM bytes per network byte of a copying step (ACE §2.3: 2).
         ace_sram_mib: ACE's buffer, MiB (a collective is pipelined through it in chunks).
@@ -55,6 +64,7 @@ class EndpointSpec:
     sms: int = 108
     collective_GBps_per_sm: float = 10.0
     comm_hbm_share: float = 0.5
+    hbm_priority: str = "collective"
     hbm_bytes_per_reduce_byte: float = 5.0
     hbm_bytes_per_gather_byte: float = 2.0
     ace_sram_mib: float = 4.0
@@ -72,6 +82,8 @@ class EndpointSpec:
                 self.collective_engine, f"must be one of {', '.join(ENGINES)}")
         require(0 <= self.comm_sm_fraction < 1, p + "comm_sm_fraction", self.comm_sm_fraction,
                 "must be a fraction in [0, 1)")
+        require(self.hbm_priority in HBM_PRIORITIES, p + "hbm_priority", self.hbm_priority,
+                f"must be one of {', '.join(HBM_PRIORITIES)}")
         require(0 < self.comm_hbm_share <= 1, p + "comm_hbm_share", self.comm_hbm_share,
                 "must be a fraction in (0, 1]")
         require(isinstance(self.sms, int) and not isinstance(self.sms, bool) and self.sms > 0,

@@ -39,7 +39,8 @@ class AstraFidelity:
         calibrated = template_durations(cw, sb, parallel.precision)
         return astra_template_durations(cw.workload, parallel, systems, calibrated)
 
-    def overlap_slowdown(self, sb: SystemBatch) -> None:
+    def overlap_slowdown(self, sb: SystemBatch, cw: CompiledWorkload | None = None,
+                         parallel: ParallelSpec | None = None, tdur: FloatArray | None = None) -> None:
         """Not modelled by ASTRA-sim's analytical backend."""
         return None
 

@@ -67,3 +67,44 @@ def test_workload_axis_mixing_families(ray_local, plan_for, tmp_path):
         metrics = by_hash[row["point_hash"]].data.metrics
         for name in ("iteration_time_s", "samples_per_s", "tokens_per_s"):
             assert metrics[name] == row[name]
+
+
+def _evaluate_plan(plan) -> dict[tuple, tuple[bool, str]]:
+    """Every point of ``plan`` evaluated in process (the workers' code): axes -> (feasible, reason)."""
+    from search.run.batch import evaluate_batch
+    from search.sweep.driver import iter_batches
+
+    out = {}
+    keys = [a.key for a in plan.axes]
+    for batch in iter_batches(plan, 8, np.array([], dtype=np.int64)):
+        cols = evaluate_batch(batch)
+        for j, i in enumerate(batch.point_ids.tolist()):
+            axes = tuple(plan.columns[k][i] for k in keys)
+            out[axes] = (bool(cols["feasible"][j]), str(cols["reason"][j]))
+    return out
+
+
+@pytest.mark.parametrize(("axes", "bad", "needle"), [
+    # an unknown layer kind: the whole combination, one line naming key, value and rule
+    (("workload=resnet50", "workload.block=auto,dense"), ("dense",),
+     "invalid_spec: workload.block='dense': unknown layer kind; must be one of auto, basic, "
+     "bottleneck"),
+    (("workload=gnmt", "workload.cell=lstm,gru"), ("gru",),
+     "invalid_spec: workload.cell='gru': unknown layer kind"),
+    # a batch that does not divide into dp x micro-batch
+    (("workload=resnet50", "parallel.micro_batch=32,3"), (3,),
+     "parallel.global_batch=256: must be divisible by dp*micro_batch=24"),
+    # an embedding table larger than any device (200M x 128 x 4 B = 95.4 GiB > 80 GiB)
+    (("workload=dlrm", "parallel.ep=8", "workload.num_rows=1000000,200000000"), (200000000,),
+     "workload.num_rows=200000000: one table (200000000 x 128 x 4 B = 95.4 GiB) is larger than "
+     "any device (80 GiB)"),
+])
+def test_bad_inputs_are_infeasible_points_with_the_reason(plan_for, axes, bad, needle):
+    plan = plan_for(*axes, *BASE[:2])
+    results = _evaluate_plan(plan)
+    assert len(results) == 2
+    for point, (feasible, reason) in results.items():
+        if point == bad:
+            assert not feasible and reason.startswith(needle) and "\n" not in reason, reason
+        else:
+            assert feasible and reason == "", reason
