@@ -43,15 +43,15 @@ class CalibratedFidelity:
         stage's devices (:func:`simcore.engine.devices.device_template_durations`); collectives
         slowed by their endpoint (:mod:`simcore.fidelity.contention`; unchanged with the default
         ``nccl`` engine)."""
-        if cw.template_stage is not None:
-            tdur = device_template_durations(cw, sb, parallel)
-        else:
-            tdur = template_durations(cw, sb, parallel.precision)
-        return collective_stretch(cw, tdur, sb)
+        if cw.template_stage is not None:  # each pool's endpoint slows its own collectives
+            return device_template_durations(
+                cw, sb, parallel, lambda sbp, t: collective_stretch(cw, t, sbp))
+        return collective_stretch(cw, template_durations(cw, sb, parallel.precision), sb)
 
     def overlap_slowdown(self, sb: SystemBatch) -> FloatArray:
         """(B,) compute slowdown beside a collective, minus one: the fitted one (``nccl``
-        engine) or the endpoint contention model."""
+        engine) or the endpoint contention model (on mixed pools the caller asks each pool's
+        batch, :meth:`SystemBatch.pool`)."""
         fitted = overlap_slowdown(sb)[0] - 1.0
         nccl = np.array([s.endpoint.collective_engine == "nccl" for s in sb.specs])
         return fitted if nccl.all() else np.where(nccl, fitted, compute_slowdown(sb))
