@@ -18,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.engine.devices import compile_on_pools, stage_overlap_slowdown
+from simcore.engine.devices import compile_on_pools, stage_overlap_slowdown, stage_shares
 from simcore.engine.evaluate import CompiledWorkload, compile_workload, evaluate_times
 from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
@@ -237,7 +237,8 @@ def _simulate_mixed(model: Hashable, par: ParallelSpec, systems: Sequence[System
                          tuple(p.count for p in systems[0].devices), fidelity)
     assert cw.stage_pools is not None
     fps = [family.footprint(model, par, s) for s in range(cw.workload.num_stages)]
-    fits, peak_gib, reasons = check_stage_pools(fps, cw.stage_pools, sb)
+    fits, peak_gib, reasons = check_stage_pools(fps, cw.stage_pools, sb,
+                                                stage_shares(cw, sb, par), cw.stage_tp_split)
     bd = evaluate_times(cw, fid.durations(cw, sb, systems, par),
                         _overlap_slowdown(fid, cw, sb, par))
     exposed_total = np.zeros(b)

@@ -26,6 +26,9 @@ semantics (every rank of a stage runs the same program, collectives synchronise 
     tensor-parallel all-gather / reduce-scatter (sequence parallelism) the uneven shards, padded
     to the largest or as grouped broadcasts, the cheaper
     (:func:`simcore.network.collectives.uneven.uneven_bandwidth_factor`); the rest ``v = 1``.
+* **Memory.** A device's footprint follows its share too (``simcore.memory.capacity.
+  check_stage_pools`` with :func:`stage_shares`): a batch share scales its activations, a
+  tensor-shard ratio every part.
 * **Overlap slowdown.** Compute beside communication is slowed by the calibration of the device
   that sets the stage's compute time (the pool with the largest ``r_{s,d} C_{s,d}``):
   :func:`stage_overlap_slowdown`.
@@ -60,7 +63,7 @@ from simcore.specs.parallel import ParallelSpec
 from simcore.workloads._base import Workload
 
 __all__ = ["compile_on_pools", "device_template_durations", "split_templates_by_stage",
-           "stage_overlap_slowdown", "stage_work_shares", "volume_factors"]
+           "stage_overlap_slowdown", "stage_shares", "stage_work_shares", "volume_factors"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -245,17 +248,29 @@ def device_template_durations(cw: CompiledWorkload, sb: SystemBatch, parallel: P
     return np.asarray(np.where(present, t, -np.inf).max(axis=0))
 
 
-def stage_overlap_slowdown(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec,
-                           pool_slowdown: FloatArray) -> FloatArray:
-    """(P, B) overlap slowdown of each stage: ``pool_slowdown`` (D, B) of the pool whose
-    devices set the stage's compute time (the largest ``r_{s,d} C_{s,d}``; ties: the first)."""
+def _stage_compute_and_shares(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec
+                              ) -> tuple[FloatArray, FloatArray]:
     _check_pools(cw, sb)
     assert cw.stage_pools is not None
     w = cw.ops.weights()
     per_pool = np.stack([w @ kernel_durations(cw.ops, sb.pool(d), parallel.precision)
                          for d in range(sb.num_pools)])
     compute = _stage_compute(cw, per_pool)  # (P, D, B)
-    shares = stage_work_shares(parallel, sb, cw.stage_pools, compute)
+    return compute, stage_work_shares(parallel, sb, cw.stage_pools, compute)
+
+
+def stage_shares(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec) -> FloatArray:
+    """(P, D, B) :func:`stage_work_shares` of ``cw`` (compiled by :func:`compile_on_pools`) on
+    the B systems (e.g. for the memory of each device)."""
+    return _stage_compute_and_shares(cw, sb, parallel)[1]
+
+
+def stage_overlap_slowdown(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec,
+                           pool_slowdown: FloatArray) -> FloatArray:
+    """(P, B) overlap slowdown of each stage: ``pool_slowdown`` (D, B) of the pool whose
+    devices set the stage's compute time (the largest ``r_{s,d} C_{s,d}``; ties: the first)."""
+    compute, shares = _stage_compute_and_shares(cw, sb, parallel)
+    assert cw.stage_pools is not None
     load = np.where(cw.stage_pools[:, :, None] > 0, shares * compute, -np.inf)
     pick = np.argmax(load, axis=1)  # (P, B)
     slow = np.asarray(pool_slowdown, dtype=np.float64)

@@ -164,3 +164,26 @@ def test_a_stage_on_both_pools_takes_the_slowdown_of_the_device_that_sets_its_co
     for system in (fast_first, slow_first):
         _, _, slow = evaluated_durations(MODEL, plan, system)
         np.testing.assert_allclose(np.asarray(slow), [0.2], rtol=1e-12)
+
+
+def test_memory_follows_the_share_of_each_device() -> None:
+    """DP over two pools at batch shares 1.5 and 0.5 of even: pool 0's devices hold 1.5x the
+    activations of the even split and the same model state; a device with room for the even
+    split but not for 1.5x its activations makes the point infeasible, naming it."""
+    from simcore.workloads import family_of
+
+    plan = ParallelSpec(tp=2, global_batch=64, work_split="explicit", work_shares=(3.0, 1.0))
+    par = plan.resolve(16)
+    fp = family_of(MODEL).footprint(MODEL, par, 0)
+    r = simulate_batch(MODEL, plan, [MIXED])
+    want = fp["total"] + 0.5 * (fp["activations"] + fp["recompute_workspace"])
+    assert r.peak_memory_gib[0] == pytest.approx(want / 2**30, rel=1e-12)
+    even = simulate_batch(MODEL, replace(plan, work_split="even", work_shares=None), [MIXED])
+    assert even.peak_memory_gib[0] == pytest.approx(fp["total"] / 2**30, rel=1e-12)
+    gib = (fp["total"] + 0.25 * fp["activations"]) / 2**30  # fits even, not 1.5x activations
+    small = replace(TWIN, name="small", hbm_capacity_gib=gib)
+    tight = replace(MIXED, accelerator=small, pools=(DevicePool(count=8), DevicePool(TWIN, count=8)))
+    assert simulate_batch(MODEL, replace(plan, work_split="even", work_shares=None),
+                          [tight]).feasible[0]
+    out = simulate_batch(MODEL, plan, [tight])
+    assert not out.feasible[0] and "stage 0 on pool 0 (small)" in out.reason[0]
