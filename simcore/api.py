@@ -18,7 +18,11 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.engine.devices import compile_on_pools, stage_overlap_slowdown, stage_shares
+from simcore.engine.devices import (
+    compile_on_pools,
+    stage_compute_and_shares,
+    stage_overlap_slowdown,
+)
 from simcore.engine.evaluate import CompiledWorkload, compile_workload, evaluate_times
 from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
@@ -114,7 +118,9 @@ def evaluated_durations(model: Hashable, parallel: ParallelSpec, system: SystemS
 
 
 def _overlap_slowdown(fid: Fidelity, cw: CompiledWorkload, sb: SystemBatch,
-                      par: ParallelSpec) -> NDArray[np.float64] | None:
+                      par: ParallelSpec,
+                      compute_shares: tuple[NDArray[np.float64], NDArray[np.float64]] | None
+                      = None) -> NDArray[np.float64] | None:
     """(B,) overlap slowdown, or (P, B) per stage on mixed device pools (each stage slowed by
     the calibration of the pool that sets its compute: :func:`stage_overlap_slowdown`)."""
     if cw.template_stage is None:
@@ -122,7 +128,8 @@ def _overlap_slowdown(fid: Fidelity, cw: CompiledWorkload, sb: SystemBatch,
     per_pool = [fid.overlap_slowdown(sb.pool(d)) for d in range(sb.num_pools)]
     if any(x is None for x in per_pool):
         return None
-    return stage_overlap_slowdown(cw, sb, par, np.stack([np.asarray(x) for x in per_pool]))
+    return stage_overlap_slowdown(cw, sb, par, np.stack([np.asarray(x) for x in per_pool]),
+                                  compute_shares)
 
 
 def _infeasible(b: int, reason: str, memory_gib: float = float("nan")) -> BatchResult:
@@ -237,10 +244,11 @@ def _simulate_mixed(model: Hashable, par: ParallelSpec, systems: Sequence[System
                          tuple(p.count for p in systems[0].devices), fidelity)
     assert cw.stage_pools is not None
     fps = [family.footprint(model, par, s) for s in range(cw.workload.num_stages)]
-    fits, peak_gib, reasons = check_stage_pools(fps, cw.stage_pools, sb,
-                                                stage_shares(cw, sb, par), cw.stage_tp_split)
+    compute, shares = stage_compute_and_shares(cw, sb, par)
+    fits, peak_gib, reasons = check_stage_pools(fps, cw.stage_pools, sb, shares,
+                                                cw.stage_tp_split)
     bd = evaluate_times(cw, fid.durations(cw, sb, systems, par),
-                        _overlap_slowdown(fid, cw, sb, par))
+                        _overlap_slowdown(fid, cw, sb, par, (compute, shares)))
     exposed_total = np.zeros(b)
     for v in bd.exposed_by_kind.values():
         exposed_total += v

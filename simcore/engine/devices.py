@@ -27,7 +27,7 @@ semantics (every rank of a stage runs the same program, collectives synchronise 
     to the largest or as grouped broadcasts, the cheaper
     (:func:`simcore.network.collectives.uneven.uneven_bandwidth_factor`); the rest ``v = 1``.
 * **Memory.** A device's footprint follows its share too (``simcore.memory.capacity.
-  check_stage_pools`` with :func:`stage_shares`): a batch share scales its activations, a
+  check_stage_pools`` with :func:`stage_compute_and_shares`): a batch share scales its activations, a
   tensor-shard ratio every part.
 * **Overlap slowdown.** Compute beside communication is slowed by the calibration of the device
   that sets the stage's compute time (the pool with the largest ``r_{s,d} C_{s,d}``):
@@ -63,7 +63,8 @@ from simcore.specs.parallel import ParallelSpec
 from simcore.workloads._base import Workload
 
 __all__ = ["compile_on_pools", "device_template_durations", "split_templates_by_stage",
-           "stage_overlap_slowdown", "stage_shares", "stage_work_shares", "volume_factors"]
+           "stage_compute_and_shares", "stage_overlap_slowdown", "stage_work_shares",
+           "volume_factors"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -248,8 +249,11 @@ def device_template_durations(cw: CompiledWorkload, sb: SystemBatch, parallel: P
     return np.asarray(np.where(present, t, -np.inf).max(axis=0))
 
 
-def _stage_compute_and_shares(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec
-                              ) -> tuple[FloatArray, FloatArray]:
+def stage_compute_and_shares(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec
+                             ) -> tuple[FloatArray, FloatArray]:
+    """(P, D, B) each stage's compute on one device of each pool at the even split, and the
+    (P, D, B) :func:`stage_work_shares` of ``cw`` (compiled by :func:`compile_on_pools`) on the
+    B systems (e.g. for the memory of each device)."""
     _check_pools(cw, sb)
     assert cw.stage_pools is not None
     w = cw.ops.weights()
@@ -259,17 +263,14 @@ def _stage_compute_and_shares(cw: CompiledWorkload, sb: SystemBatch, parallel: P
     return compute, stage_work_shares(parallel, sb, cw.stage_pools, compute)
 
 
-def stage_shares(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec) -> FloatArray:
-    """(P, D, B) :func:`stage_work_shares` of ``cw`` (compiled by :func:`compile_on_pools`) on
-    the B systems (e.g. for the memory of each device)."""
-    return _stage_compute_and_shares(cw, sb, parallel)[1]
-
-
 def stage_overlap_slowdown(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec,
-                           pool_slowdown: FloatArray) -> FloatArray:
+                           pool_slowdown: FloatArray,
+                           compute_shares: tuple[FloatArray, FloatArray] | None = None
+                           ) -> FloatArray:
     """(P, B) overlap slowdown of each stage: ``pool_slowdown`` (D, B) of the pool whose
-    devices set the stage's compute time (the largest ``r_{s,d} C_{s,d}``; ties: the first)."""
-    compute, shares = _stage_compute_and_shares(cw, sb, parallel)
+    devices set the stage's compute time (the largest ``r_{s,d} C_{s,d}``; ties: the first);
+    ``compute_shares``: :func:`stage_compute_and_shares` if already at hand."""
+    compute, shares = compute_shares or stage_compute_and_shares(cw, sb, parallel)
     assert cw.stage_pools is not None
     load = np.where(cw.stage_pools[:, :, None] > 0, shares * compute, -np.inf)
     pick = np.argmax(load, axis=1)  # (P, B)
