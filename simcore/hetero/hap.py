@@ -29,6 +29,10 @@ bytes per element, ``N`` devices; a VGG's convolutions have the three data-paral
   (reduce-scatter of ``dX`` backward) and an all-to-all of ``Y`` back to batch sharding (both
   directions), padded.
 
+A transformer's embedding table has the data-parallel methods and ``feature`` = sharded over the
+vocabulary (partial-sum lookups reduce-scattered to batch sharding forward, all-gathered
+backward, padded; no gradient traffic).
+
 ``X`` is gathered as the smallest tensor that determines it (``gather_in`` values per row): HAP
 may place the all-gather on any tensor of a chain of element-wise / pooling ops, so VGG on
 CIFAR gathers the 512 values per image before the adaptive pool that replicates them into fc1's
@@ -204,9 +208,14 @@ def instructions(model: ModelSpec, system: SystemSpec, global_batch: int,
            c.linear("fc1", layers, tokens, h, f), c.linear("fc2", layers, tokens, f, h),
            c.local("attention_core", layers, attn, 3.0), c.local("elementwise", layers, elem, 3.0),
            c.linear("output_layer", 1, tokens, h, model.vocab_size)]
-    emb_a, emb_b = c.coll(CommType.ALL_REDUCE, model.vocab_size * h * e)
-    out.append(Instruction("embedding", 1, {"allreduce": (c.zero, c.zero, emb_a + emb_b,
-                                                          c.zero)}))
+    # the embedding table: replicated (its gradient reduced as any weight's) or sharded over the
+    # vocabulary: a lookup gives partial sums, reduce-scattered to batch sharding forward and
+    # all-gathered backward (padded), no gradient traffic
+    emb = c.gradient_methods(c.zero, 0, model.vocab_size * h * e)
+    rs_a, rs_b = c.coll(CommType.REDUCE_SCATTER, tokens * h * e)
+    ag_a, ag_b = c.coll(CommType.ALL_GATHER, tokens * h * e)
+    emb["feature"] = (c.zero, c.zero, rs_a + ag_a, n * (rs_b + ag_b))
+    out.append(Instruction("embedding", 1, emb))
     return out, c.counts
 
 
