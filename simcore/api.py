@@ -18,11 +18,15 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.engine.devices import compile_on_pools
+from simcore.engine.devices import (
+    compile_on_pools,
+    stage_compute_and_shares,
+    stage_overlap_slowdown,
+)
 from simcore.engine.evaluate import CompiledWorkload, compile_workload, evaluate_times
 from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
-from simcore.fidelity import get_fidelity
+from simcore.fidelity import Fidelity, get_fidelity
 from simcore.fidelity.intervals import interval_columns
 from simcore.hardware.batch import SystemBatch
 from simcore.memory.capacity import check_capacity, check_stage_pools
@@ -72,7 +76,7 @@ def _compiled_pools(model: Hashable, par: ParallelSpec, gpus_per_node: int,
                     ) -> CompiledWorkload:
     workload = get_fidelity(fidelity).prepare(family_of(model).build(model, par, gpus_per_node))
     layout = RankLayout.of(par, gpus_per_node, pool_counts)
-    return compile_on_pools(workload, layout.stage_pools)
+    return compile_on_pools(workload, layout.stage_pools, layout.stage_tp_spans_pools)
 
 
 def compiled_workload(model: Hashable, parallel: ParallelSpec, system: SystemSpec,
@@ -94,10 +98,11 @@ def compiled_workload(model: Hashable, parallel: ParallelSpec, system: SystemSpe
 
 def evaluated_durations(model: Hashable, parallel: ParallelSpec, system: SystemSpec,
                         fidelity: str = "calibrated"
-                        ) -> tuple[CompiledWorkload, NDArray[np.float64], float | None]:
+                        ) -> tuple[CompiledWorkload, NDArray[np.float64],
+                                   float | NDArray[np.float64] | None]:
     """What :func:`simulate_batch` schedules for one system: the compiled graph of ``fidelity``,
-    its (U,) template seconds and the overlap slowdown (None: not modelled), e.g. for a
-    timeline (:func:`simcore.engine.trace.chrome_trace`).
+    its (U,) template seconds and the overlap slowdown (None: not modelled; on mixed device
+    pools (P,) per stage), e.g. for a timeline (:func:`simcore.engine.trace.chrome_trace`).
 
     Raises:
         InputError: the structure is invalid, or the fidelity is unknown.
@@ -107,8 +112,25 @@ def evaluated_durations(model: Hashable, parallel: ParallelSpec, system: SystemS
     par = parallel.resolve(system.num_gpus)
     sb = SystemBatch.from_specs([system])
     tdur = fid.durations(cw, sb, [system], par)
-    slow = fid.overlap_slowdown(sb, cw, par, tdur)
-    return (cw, tdur[:, 0], None if slow is None else float(slow[0]))
+    slow = _overlap_slowdown(fid, cw, sb, par, tdur)
+    return (cw, tdur[:, 0],
+            None if slow is None else
+            float(slow[0]) if slow.ndim == 1 else np.asarray(slow[:, 0]))
+
+
+def _overlap_slowdown(fid: Fidelity, cw: CompiledWorkload, sb: SystemBatch,
+                      par: ParallelSpec, tdur: NDArray[np.float64],
+                      compute_shares: tuple[NDArray[np.float64], NDArray[np.float64]] | None
+                      = None) -> NDArray[np.float64] | None:
+    """(B,) overlap slowdown, or (P, B) per stage on mixed device pools (each stage slowed by
+    the calibration of the pool that sets its compute: :func:`stage_overlap_slowdown`)."""
+    if cw.template_stage is None:
+        return fid.overlap_slowdown(sb, cw, par, tdur)
+    per_pool = [fid.overlap_slowdown(sb.pool(d), cw, par, tdur) for d in range(sb.num_pools)]
+    if any(x is None for x in per_pool):
+        return None
+    return stage_overlap_slowdown(cw, sb, par, np.stack([np.asarray(x) for x in per_pool]),
+                                  compute_shares)
 
 
 def _infeasible(b: int, reason: str, memory_gib: float = float("nan")) -> BatchResult:
@@ -224,9 +246,11 @@ def _simulate_mixed(model: Hashable, par: ParallelSpec, systems: Sequence[System
                          tuple(p.count for p in systems[0].devices), fidelity)
     assert cw.stage_pools is not None
     fps = [family.footprint(model, par, s) for s in range(cw.workload.num_stages)]
-    fits, peak_gib, reasons = check_stage_pools(fps, cw.stage_pools, sb)
+    compute, shares = stage_compute_and_shares(cw, sb, par)
+    fits, peak_gib, reasons = check_stage_pools(fps, cw.stage_pools, sb, shares,
+                                                cw.stage_tp_split)
     tdur = fid.durations(cw, sb, systems, par)
-    bd = evaluate_times(cw, tdur, fid.overlap_slowdown(sb, cw, par, tdur))
+    bd = evaluate_times(cw, tdur, _overlap_slowdown(fid, cw, sb, par, tdur, (compute, shares)))
     exposed_total = np.zeros(b)
     for v in bd.exposed_by_kind.values():
         exposed_total += v

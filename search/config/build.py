@@ -40,6 +40,7 @@ __all__ = [
     "build_system",
     "coerce_column",
     "field_type",
+    "gather_work_shares",
     "set_path",
 ]
 
@@ -182,3 +183,32 @@ def coerce_column(values: NDArray[Any], tp: Any, key: str) -> NDArray[Any]:
     if tp is str:
         return values.astype(object)
     return values
+
+
+_SHARES = "parallel.work_shares."
+
+
+def gather_work_shares(values: dict[str, Any], base_cfg: DictConfig) -> dict[str, Any]:
+    """``parallel.work_shares.<i>`` keys (pool ``i``'s relative work, a sweep or search axis)
+    -> one ``parallel.work_shares`` tuple (pools not named get 1.0) and
+    ``parallel.work_split=explicit`` unless the split is given too; with a split other than
+    ``explicit`` the shares are dropped.
+
+    Raises:
+        InputError: a key names no pool index.
+    """
+    shares = {k: v for k, v in values.items() if k.startswith(_SHARES)}
+    if not shares:
+        return values
+    out = {k: v for k, v in values.items() if k not in shares}
+    index: dict[int, float] = {}
+    for key, value in shares.items():
+        tail = key[len(_SHARES):]
+        if not tail.isdigit():
+            raise InputError(key, value, "parallel.work_shares.<i> needs a pool index i")
+        index[int(tail)] = float(value)
+    num_pools = max(len(base_cfg.system.get("pools") or ()), max(index) + 1)
+    split = out.setdefault("parallel.work_split", "explicit")
+    if split == "explicit":
+        out["parallel.work_shares"] = tuple(index.get(i, 1.0) for i in range(num_pools))
+    return out

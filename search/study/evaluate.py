@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from search.config.build import build_specs, set_path
+from search.config.build import build_specs, gather_work_shares, set_path
 from search.run.batch import Columns, Runner, SpecBatch, in_process_runner, systems_batch
 from search.run.metrics import per_iteration
 from search.study.ask_tell import TrialOutcome
@@ -44,28 +44,6 @@ __all__ = ["DesignEvaluator", "Runner", "in_process_runner"]
 
 _MISSING = object()
 _POOLS = "system.pools."  # pool sizes: composed (num_gpus follows them), not set on the spec
-_SHARES = "parallel.work_shares."
-
-
-def _gather_shares(values: dict[str, Any], base_cfg: DictConfig) -> dict[str, Any]:
-    """``parallel.work_shares.<i>`` keys -> one ``parallel.work_shares`` tuple (pools not
-    named get 1.0) and ``parallel.work_split=explicit`` unless the split is searched; with a
-    searched split other than ``explicit`` the shares are dropped."""
-    shares = {k: v for k, v in values.items() if k.startswith(_SHARES)}
-    if not shares:
-        return values
-    out = {k: v for k, v in values.items() if k not in shares}
-    index: dict[int, float] = {}
-    for key, value in shares.items():
-        tail = key[len(_SHARES):]
-        if not tail.isdigit():
-            raise InputError(key, value, "parallel.work_shares.<i> needs a pool index i")
-        index[int(tail)] = float(value)
-    num_pools = max(len(base_cfg.system.get("pools") or ()), max(index) + 1)
-    split = out.setdefault("parallel.work_split", "explicit")
-    if split == "explicit":
-        out["parallel.work_shares"] = tuple(index.get(i, 1.0) for i in range(num_pools))
-    return out
 
 
 @dataclass
@@ -159,7 +137,7 @@ class DesignEvaluator:
                 return _Point(index, reason=f"invalid: {reason}")
             values[key] = value
         try:
-            values = _gather_shares(values, self.base_cfg)
+            values = gather_work_shares(values, self.base_cfg)
         except InputError as err:
             return _Point(index, reason=f"invalid: {err}")
         structural = tuple(sorted((k, v) for k, v in values.items()

@@ -19,6 +19,10 @@ A cluster of several device pools (``system.pools``) adds ``pool<i>_accelerator`
 ``pool<i>_count`` columns per point (:func:`pool_columns`, from each point's built SystemSpec;
 pool sizes are structural: they change ``num_gpus``), so a sweep over a mix of devices
 (``system.pools.0.count=8,16 system.pools.1.count=16,32,48``) is tabulated and tracked by pool.
+The split of a stage's work between pools is an axis too: ``parallel.work_split`` (even,
+proportional, balanced) or pool ``i``'s relative work ``parallel.work_shares.<i>`` (composed
+as one ``parallel.work_shares`` list with ``work_split=explicit``, pools not named 1.0;
+:func:`search.config.build.gather_work_shares`, as the study space does).
 
 Each point gets a stable ``point_hash`` (its composed structural config and hardware values)
 and the sweep a ``sweep_hash``; resume and MLflow de-duplication rely on both.
@@ -45,6 +49,7 @@ from search.config.build import (
     build_system,
     coerce_column,
     field_type,
+    gather_work_shares,
     set_path,
 )
 from search.config.schema import validate_config
@@ -128,6 +133,8 @@ def format_value(value: Any) -> str:
         return str(int(value))
     if isinstance(value, (float, np.floating)):
         return repr(float(value))
+    if isinstance(value, (tuple, list)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
     text = str(value)
     if _PLAIN.match(text) and text.lower() not in {"true", "false", "null"}:
         return text
@@ -264,8 +271,15 @@ def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],
     for i, key in enumerate(keys):
         combo_of[i] = index.setdefault(key, len(index))
     combos = []
+    shares = [k for k in structural if k.startswith("parallel.work_shares.")]
+    if shares and "parallel.work_split" in structural:
+        raise InputError(shares[0], "axis", "per-pool work shares imply "
+                         "parallel.work_split=explicit; sweep the split in another sweep "
+                         "(points with another split would repeat each other)")
     for key in index:
-        extra = tuple(f"{k}={format_value(v)}" for k, v in zip(structural, key, strict=True))
+        # per-pool share axes (parallel.work_shares.<i>) compose as one list, split explicit
+        values = gather_work_shares(dict(zip(structural, key, strict=True)), base.cfg)
+        extra = tuple(f"{k}={format_value(v)}" for k, v in values.items())
         combos.append(_combo(compose, (*fixed, *extra), axis=True))
     return combo_of, combos
 

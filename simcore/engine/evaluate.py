@@ -62,6 +62,8 @@ class CompiledWorkload:
     # (P, D) ranks of each stage on each pool; None on one device type
     template_stage: IntArray | None = None
     stage_pools: IntArray | None = None
+    # (P,) stages whose tensor-parallel groups span pools (work split by tensor-shard ratios)
+    stage_tp_split: NDArray[np.bool_] | None = None
 
     @property
     def ops(self) -> OpTable:
@@ -236,8 +238,10 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
     Args:
         cw: the compiled workload.
         tdur: (U, B) seconds per template.
-        overlap_slowdown: (B,) fractional slowdown of compute while communication runs beside
-            it (Echo §3.4, calib's ``overlap_slowdown - 1``): each stage's compute is stretched
+        overlap_slowdown: (B,) or per stage (P, B) fractional slowdown of compute while
+            communication runs beside it (Echo §3.4, calib's ``overlap_slowdown - 1``; per stage
+            on mixed device pools: :func:`simcore.engine.devices.stage_overlap_slowdown`): each
+            stage's compute is stretched
             by ``slowdown x overlapped / compute``, the overlapped time being the stage's
             overlappable communication (off its compute stream; DP only with dp_overlap),
             capped at its compute.
@@ -250,7 +254,7 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
     parts = []
     for lo in range(0, b, tile):
         cols = slice(lo, min(b, lo + tile))
-        slow = None if overlap_slowdown is None else overlap_slowdown[cols]
+        slow = None if overlap_slowdown is None else overlap_slowdown[..., cols]
         parts.append(_evaluate_tile(cw, np.ascontiguousarray(tdur[:, cols]), slow))
     if len(parts) == 1:
         return parts[0]
@@ -273,7 +277,8 @@ def compute_scale(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray |
         # Echo §3.4: compute running beside communication is slowed down; the stage's
         # overlappable communication is assumed hidden behind its compute (at most all of it)
         overlapped = np.minimum(busy, cw.overlap_counts @ tdur)
-        scale += slowdown[None, :] * np.divide(overlapped, busy, out=np.zeros_like(busy),
+        slow = np.asarray(slowdown, dtype=np.float64)
+        scale += (slow if slow.ndim == 2 else slow[None, :]) * np.divide(overlapped, busy, out=np.zeros_like(busy),
                                                where=busy > 0)
     return busy, scale
 
@@ -283,7 +288,8 @@ def node_durations(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
     """(N,) seconds of every node for one design point (``tdur`` (U,) or (U, 1)), compute
     stretched by the overlap slowdown as :func:`evaluate_times` does."""
     col = np.asarray(tdur, dtype=np.float64).reshape(-1, 1)
-    _, scale = compute_scale(cw, col, None if slowdown is None else np.asarray(slowdown).reshape(1))
+    slow = None if slowdown is None else np.asarray(slowdown, dtype=np.float64).reshape(-1, 1)
+    _, scale = compute_scale(cw, col, slow)
     graph = cw.workload.graph
     tmpl = graph.attr("template").astype(np.int64)
     stage = graph.attr("stage").astype(np.int64)

@@ -48,16 +48,18 @@ class CalibratedFidelity:
         stage's devices (:func:`simcore.engine.devices.device_template_durations`); collectives
         slowed by their endpoint (:mod:`simcore.fidelity.contention`; unchanged with the default
         ``nccl`` engine)."""
-        if cw.template_stage is not None:
-            tdur = device_template_durations(cw, sb, parallel)
-        else:
-            tdur = template_durations(cw, sb, parallel.precision)
-        return collective_stretch(cw, tdur, sb, _phi(cw, sb, parallel))
+        if cw.template_stage is not None:  # each pool's endpoint slows its own collectives
+            return device_template_durations(
+                cw, sb, parallel,
+                lambda sbp, t: collective_stretch(cw, t, sbp, _phi(cw, sbp, parallel)))
+        return collective_stretch(cw, template_durations(cw, sb, parallel.precision), sb,
+                                  _phi(cw, sb, parallel))
 
     def overlap_slowdown(self, sb: SystemBatch, cw: CompiledWorkload | None = None,
                          parallel: ParallelSpec | None = None, tdur: FloatArray | None = None) -> FloatArray:
         """(B,) compute slowdown beside a collective, minus one: the fitted one (``nccl``
-        engine) or the endpoint contention model, by kernel class when the graph is given."""
+        engine) or the endpoint contention model, by kernel class when the graph is given (on
+        mixed pools the caller asks each pool's batch, :meth:`SystemBatch.pool`)."""
         fitted = overlap_slowdown(sb)[0] - 1.0
         nccl = np.array([s.endpoint.collective_engine == "nccl" for s in sb.specs])
         if nccl.all():

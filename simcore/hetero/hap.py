@@ -1,4 +1,5 @@
-"""HAP's plan for a transformer on a cluster of mixed device pools (Zhang et al., EuroSys 2024).
+"""HAP's plan for a transformer or a VGG on a cluster of mixed device pools (Zhang et al.,
+EuroSys 2024).
 
 A reduced reimplementation of HAP's alternating optimisation (reference/methods-hap-ace-echo.md
 §1.1-1.6) on the per-device cost models of this simulator:
@@ -13,8 +14,8 @@ A reduced reimplementation of HAP's alternating optimisation (reference/methods-
 3. ``B <- LP(Q)`` (:func:`simcore.hetero.ratios.solve_ratios`); repeat while the program gets
    cheaper.
 
-Methods per weight ``W`` (``k x n``, a Linear of the transformer; tokens ``T`` per iteration,
-``e`` bytes per element, ``N`` devices):
+Methods per weight ``W`` (``k x n``, a Linear; tokens or samples ``T`` per iteration, ``e``
+bytes per element, ``N`` devices; a VGG's convolutions have the three data-parallel ones):
 
 * ``allreduce``: data parallel, gradient all-reduce of ``W``.
 * ``rs_ag_padded``: data parallel, gradient reduce-scatter + parameter all-gather with shards of
@@ -27,6 +28,15 @@ Methods per weight ``W`` (``k x n``, a Linear of the transformer; tokens ``T`` p
 * ``feature``: the weight sharded over its output features by ``B``: all-gather of ``X`` forward
   (reduce-scatter of ``dX`` backward) and an all-to-all of ``Y`` back to batch sharding (both
   directions), padded.
+
+A transformer's embedding table has the data-parallel methods and ``feature`` = sharded over the
+vocabulary (partial-sum lookups reduce-scattered to batch sharding forward, all-gathered
+backward, padded; no gradient traffic).
+
+``X`` is gathered as the smallest tensor that determines it (``gather_in`` values per row): HAP
+may place the all-gather on any tensor of a chain of element-wise / pooling ops, so VGG on
+CIFAR gathers the 512 values per image before the adaptive pool that replicates them into fc1's
+25088 inputs [recon]; the same holds for the SFB factor ``X``.
 
 Costs (HAP §1.4, no overlap): compute of an instruction on pool ``d`` = ``3 x`` the forward
 kernel time at the even shard (GEMM and attention from :mod:`simcore.hardware.compute`,
@@ -55,18 +65,20 @@ from simcore.hardware.compute import (
 from simcore.hetero.ratios import AffineCosts, program_cost_s, solve_ratios
 from simcore.ir.graph import CommType
 from simcore.network.collectives.nccl import collective_time_s
+from simcore.network.collectives.uneven import GROUPED_AG_EFFICIENCY, GROUPED_RS_EFFICIENCY
 from simcore.specs.system import SystemSpec
+from simcore.workloads.cnn.vgg import VggLayer
 from simcore.workloads.transformer.spec import ModelSpec
 
-__all__ = ["METHODS", "HapPlan", "Instruction", "hap_plan", "instructions", "plan_cost"]
+__all__ = ["METHODS", "HapPlan", "Instruction", "hap_plan", "instructions", "plan_cost",
+           "vgg_instructions"]
 
 FloatArray = NDArray[np.float64]
 
 METHODS = ("allreduce", "rs_ag_padded", "rs_ag_grouped", "sfb", "feature")
-#: HAP's measured grouped-call efficiency (algorithm bandwidth of the grouped call over the NCCL
-#: collective's, reference §1.4 example cluster): all-gather 9.15/9.46, reduce-scatter 8.76/9.74
-GROUPED_AG_EFF = 9.15 / 9.46
-GROUPED_RS_EFF = 8.76 / 9.74
+#: HAP's measured grouped-call efficiency (:mod:`simcore.network.collectives.uneven`)
+GROUPED_AG_EFF = GROUPED_AG_EFFICIENCY
+GROUPED_RS_EFF = GROUPED_RS_EFFICIENCY
 
 
 @dataclass(frozen=True)
@@ -98,71 +110,148 @@ def _affine_comm(sbp: SystemBatch, ct: CommType, n: int, k: int) -> tuple[float,
     return t1, (tr - t1) / (ref - 1.0)
 
 
+class _Costs:
+    """Per-pool costs of the instructions of one cluster (one batch system)."""
+
+    def __init__(self, system: SystemSpec, precision: str) -> None:
+        sb = SystemBatch.from_specs([system])
+        self.counts = sb.pool_count[:, 0]
+        self.n = int(self.counts.sum())
+        self.e = ELEMENT_BYTES[precision]
+        self.precision = precision
+        k_node = system.gpus_per_node
+        self.pools = [sb.pool(d) for d in range(sb.num_pools)]
+        self.comm = {ct: [_affine_comm(p, ct, self.n, k_node) for p in self.pools]
+                     for ct in (CommType.ALL_REDUCE, CommType.ALL_GATHER,
+                                CommType.REDUCE_SCATTER, CommType.ALL_TO_ALL)}
+        self.ovh = np.array([float(p.calib["kernel_overhead_us"][0]) * 1e-6 for p in self.pools])
+        self.zero = np.zeros(len(self.pools))
+
+    def coll(self, ct: CommType, nbytes: float, eff: float = 1.0) -> tuple[FloatArray, FloatArray]:
+        """(latency, bandwidth seconds) of a collective of ``nbytes`` on each pool."""
+        a = np.array([c[0] for c in self.comm[ct]])
+        b = np.array([c[1] for c in self.comm[ct]])
+        return a / eff, b * nbytes / eff
+
+    def gemms(self, shapes: list[tuple[float, float, float]]) -> FloatArray:
+        """(D,) seconds of GEMMs ``(m, n, k)`` on a device of each pool."""
+        return np.array([sum(float(gemm_time_s(p, m, n, k, self.precision)[0, 0])
+                             for m, n, k in shapes) for p in self.pools])
+
+    def memory(self, nbytes: float) -> FloatArray:
+        """(D,) seconds of a memory-bound pass over ``nbytes``."""
+        return np.array([float(memory_bound_time_s(p, nbytes)[0, 0]) for p in self.pools])
+
+    def gradient_methods(self, t: FloatArray, kernels: int, weight_bytes: float,
+                         ) -> dict[str, tuple[FloatArray, FloatArray, FloatArray, FloatArray]]:
+        """The data-parallel methods of a weight whose per-device compute at the even split is
+        ``t`` (D,) over ``kernels`` kernels (their overhead kept constant)."""
+        n, zero = self.n, self.zero
+        const = kernels * self.ovh
+        slope = (t - const) * n  # seconds per unit of ratio
+        ar_a, ar_b = self.coll(CommType.ALL_REDUCE, weight_bytes)
+        rs_a, rs_b = self.coll(CommType.REDUCE_SCATTER, weight_bytes)
+        ag_a, ag_b = self.coll(CommType.ALL_GATHER, weight_bytes)
+        grs_a, grs_b = self.coll(CommType.REDUCE_SCATTER, weight_bytes, GROUPED_RS_EFF)
+        gag_a, gag_b = self.coll(CommType.ALL_GATHER, weight_bytes, GROUPED_AG_EFF)
+        return {
+            "allreduce": (const, slope, ar_a + ar_b, zero),
+            "rs_ag_padded": (const, slope, rs_a + ag_a, n * (rs_b + ag_b)),
+            "rs_ag_grouped": (const, slope, grs_a + grs_b + gag_a + gag_b, zero),
+        }
+
+    def linear(self, name: str, count: int, rows: float, kin: int, kout: int,
+               gather_in: int = 0) -> Instruction:
+        """A Linear ``kin -> kout`` over ``rows`` rows (tokens or samples) per iteration;
+        ``gather_in``: values per row that determine its input (0: ``kin``)."""
+        n, e = self.n, self.e
+        per_dev = rows / n
+        t = 3.0 * self.gemms([(per_dev, kout, kin)])  # fwd + 2 bwd GEMMs
+        methods = self.gradient_methods(t, 3, kin * kout * e)
+        const, slope = methods["allreduce"][:2]
+        x_in = (gather_in or kin) * rows * e
+        fx_a, fx_b = self.coll(CommType.ALL_GATHER, x_in + rows * kout * e)
+        xa_a, xa_b = self.coll(CommType.ALL_GATHER, x_in)
+        xr_a, xr_b = self.coll(CommType.REDUCE_SCATTER, x_in)
+        ya_a, ya_b = self.coll(CommType.ALL_TO_ALL, rows * kout * e)
+        methods["sfb"] = (const + slope / 3.0, 2.0 * slope / 3.0, 2.0 * fx_a, n * fx_b)
+        methods["feature"] = (const, slope, xa_a + xr_a + 2.0 * ya_a,
+                              n * (xa_b + xr_b + 2.0 * ya_b))
+        return Instruction(name, count, methods)
+
+    def local(self, name: str, count: int, t: FloatArray, overheads: float) -> Instruction:
+        """Compute with no weight (data parallel, no communication)."""
+        o = overheads * self.ovh
+        return Instruction(name, count, {"allreduce": (o, (t - o) * self.n, self.zero,
+                                                       self.zero)})
+
+
 def instructions(model: ModelSpec, system: SystemSpec, global_batch: int,
                  precision: str = "fp32") -> tuple[list[Instruction], FloatArray]:
     """The instructions of one training iteration of ``model`` with ``global_batch`` samples on
     ``system`` (one batch system), and the (D,) device counts of its pools."""
-    sb = SystemBatch.from_specs([system])
-    counts = sb.pool_count[:, 0]
-    n = int(counts.sum())
+    c = _Costs(system, precision)
+    n = c.n
     if global_batch % n:
         raise InputError("global_batch", global_batch, f"must be divisible by num_gpus={n}")
-    e = ELEMENT_BYTES[precision]
+    e = c.e
     h, s, f = model.hidden_size, model.seq_len, model.ffn
     tokens = float(global_batch * s)
     per_dev = tokens / n
-    k_node = system.gpus_per_node
-    pools = [sb.pool(d) for d in range(sb.num_pools)]
-    comm = {ct: [_affine_comm(p, ct, n, k_node) for p in pools]
-            for ct in (CommType.ALL_REDUCE, CommType.ALL_GATHER, CommType.REDUCE_SCATTER,
-                       CommType.ALL_TO_ALL)}
-    ovh = np.array([float(p.calib["kernel_overhead_us"][0]) * 1e-6 for p in pools])
-    zero = np.zeros(len(pools))
-
-    def coll(ct: CommType, nbytes: float, eff: float = 1.0) -> tuple[FloatArray, FloatArray]:
-        a = np.array([c[0] for c in comm[ct]])
-        b = np.array([c[1] for c in comm[ct]])
-        return a / eff, b * nbytes / eff
-
-    def linear(name: str, count: int, kin: int, kout: int) -> Instruction:
-        t = np.array([float(gemm_time_s(p, per_dev, kout, kin, precision)[0, 0]) for p in pools])
-        slope = 3.0 * (t - ovh) * n  # fwd + 2 bwd GEMMs, seconds per unit of ratio
-        const = 3.0 * ovh
-        w = kin * kout * e
-        ar_a, ar_b = coll(CommType.ALL_REDUCE, w)
-        rs_a, rs_b = coll(CommType.REDUCE_SCATTER, w)
-        ag_a, ag_b = coll(CommType.ALL_GATHER, w)
-        grs_a, grs_b = coll(CommType.REDUCE_SCATTER, w, GROUPED_RS_EFF)
-        gag_a, gag_b = coll(CommType.ALL_GATHER, w, GROUPED_AG_EFF)
-        fx_a, fx_b = coll(CommType.ALL_GATHER, tokens * (kin + kout) * e)
-        xa_a, xa_b = coll(CommType.ALL_GATHER, tokens * kin * e)
-        xr_a, xr_b = coll(CommType.REDUCE_SCATTER, tokens * kin * e)
-        ya_a, ya_b = coll(CommType.ALL_TO_ALL, tokens * kout * e)
-        return Instruction(name, count, {
-            "allreduce": (const, slope, ar_a + ar_b, zero),
-            "rs_ag_padded": (const, slope, rs_a + ag_a, n * (rs_b + ag_b)),
-            "rs_ag_grouped": (const, slope, grs_a + grs_b + gag_a + gag_b, zero),
-            "sfb": (const + slope / 3.0, 2.0 * slope / 3.0, 2.0 * fx_a, n * fx_b),
-            "feature": (const, slope, xa_a + xr_a + 2.0 * ya_a, n * (xa_b + xr_b + 2.0 * ya_b)),
-        })
-
-    def local(name: str, count: int, t: FloatArray, overheads: float) -> Instruction:
-        o = overheads * ovh
-        return Instruction(name, count, {"allreduce": (o, (t - o) * n, zero, zero)})
-
     layers = model.num_layers
     attn = np.array([3.5 * float(attention_time_s(p, global_batch / n * model.num_heads, s, s,
                                                   model.head_dim, False, precision)[0, 0])
-                     for p in pools])  # flash attention: backward 2.5x forward
-    elem = np.array([3.0 * float(memory_bound_time_s(p, per_dev * (20 * h + 2 * f) * e)[0, 0])
-                     for p in pools])
-    out = [linear("qkv", layers, h, model.qkv_out), linear("attn_out", layers, h, h),
-           linear("fc1", layers, h, f), linear("fc2", layers, f, h),
-           local("attention_core", layers, attn, 3.0), local("elementwise", layers, elem, 3.0),
-           linear("output_layer", 1, h, model.vocab_size)]
-    emb_a, emb_b = coll(CommType.ALL_REDUCE, model.vocab_size * h * e)
-    out.append(Instruction("embedding", 1, {"allreduce": (zero, zero, emb_a + emb_b, zero)}))
-    return out, counts
+                     for p in c.pools])  # flash attention: backward 2.5x forward
+    elem = 3.0 * c.memory(per_dev * (20 * h + 2 * f) * e)
+    out = [c.linear("qkv", layers, tokens, h, model.qkv_out),
+           c.linear("attn_out", layers, tokens, h, h),
+           c.linear("fc1", layers, tokens, h, f), c.linear("fc2", layers, tokens, f, h),
+           c.local("attention_core", layers, attn, 3.0), c.local("elementwise", layers, elem, 3.0),
+           c.linear("output_layer", 1, tokens, h, model.vocab_size)]
+    # the embedding table: replicated (its gradient reduced as any weight's) or sharded over the
+    # vocabulary: a lookup gives partial sums, reduce-scattered to batch sharding forward and
+    # all-gathered backward (padded), no gradient traffic
+    emb = c.gradient_methods(c.zero, 0, model.vocab_size * h * e)
+    rs_a, rs_b = c.coll(CommType.REDUCE_SCATTER, tokens * h * e)
+    ag_a, ag_b = c.coll(CommType.ALL_GATHER, tokens * h * e)
+    emb["feature"] = (c.zero, c.zero, rs_a + ag_a, n * (rs_b + ag_b))
+    out.append(Instruction("embedding", 1, emb))
+    return out, c.counts
+
+
+def vgg_instructions(layers: list[VggLayer], system: SystemSpec, global_batch: int,
+                     precision: str = "fp32") -> tuple[list[Instruction], FloatArray]:
+    """The instructions of one training iteration of a VGG (:func:`simcore.workloads.cnn.vgg.
+    vgg_layers`) with ``global_batch`` samples: every convolution data parallel (all-reduce or
+    RS + AG of its gradient; its activations are far larger than its weights), every Linear
+    with all methods (feature sharding, SFB, ...); a sharded Linear gathers the values that
+    determine its input (``gather_in``: before a replicating adaptive pool, HAP communicates the
+    smaller tensor of the chain). Convolutions as implicit GEMMs (forward, data and weight
+    gradients) plus bias/ReLU passes (read + write of the output, twice backward); max pools as
+    memory-bound passes."""
+    c = _Costs(system, precision)
+    n, e = c.n, c.e
+    if global_batch % n:
+        raise InputError("global_batch", global_batch, f"must be divisible by num_gpus={n}")
+    per_dev = global_batch / n
+    out: list[Instruction] = []
+    for lay in layers:
+        if lay.kind == "conv":
+            pix = per_dev * lay.h * lay.h
+            shapes: list[tuple[float, float, float]] = [
+                (pix, lay.c_out, lay.c_in * 9), (lay.c_out, lay.c_in * 9, pix)]
+            if lay.c_in > 3:  # no data gradient for the input image
+                shapes.append((pix, lay.c_in, lay.c_out * 9.0))
+            t = c.gemms(shapes) + 3.0 * c.memory(2.0 * pix * lay.c_out * e)
+            out.append(Instruction(lay.name, 1,
+                                   c.gradient_methods(t, len(shapes) + 3, lay.params * e)))
+        elif lay.kind == "pool":
+            t = 2.0 * c.memory(per_dev * lay.c_in * lay.h * lay.h * 1.25 * e)
+            out.append(c.local(lay.name, 1, t, 2.0))
+        else:
+            out.append(c.linear(lay.name, 1, float(global_batch), lay.c_in, lay.c_out,
+                                lay.gather_in))
+    return out, c.counts
 
 
 def _program(instrs: list[Instruction], choice: tuple[str, ...]) -> AffineCosts:

@@ -103,35 +103,62 @@ def check_capacity(stage: int, fp: dict[str, int], sb: SystemBatch
     return fits, peak / GIB, reasons
 
 
+#: footprint parts that follow a batch share (activations of the device's micro-batch share)
+_BATCH_PARTS = ("activations", "recompute_workspace")
+
+
+def _scaled_need(footprints: Sequence[dict[str, int]], shares: NDArray[np.float64] | None,
+                 tp_split: NDArray[np.bool_] | None, shape: tuple[int, int, int]
+                 ) -> NDArray[np.float64]:
+    """(P, D, B) bytes per device: a stage's footprint with its parts scaled by the device's
+    share (batch share: activations and the recompute workspace; tensor-shard ratio: every
+    part, activations replicated over the TP group included, an upper estimate)."""
+    total = np.array([fp["total"] for fp in footprints], dtype=np.float64)[:, None, None]
+    if shares is None:
+        return np.broadcast_to(total, shape).copy()
+    batch = np.array([sum(fp.get(k, 0) for k in _BATCH_PARTS) for fp in footprints],
+                     dtype=np.float64)[:, None, None]
+    r = np.asarray(shares, dtype=np.float64)
+    split = (np.zeros(shape[0], dtype=bool) if tp_split is None
+             else np.asarray(tp_split, dtype=bool))[:, None, None]
+    return np.asarray(np.where(split, total * r, total + batch * (r - 1.0)))
+
+
 def check_stage_pools(footprints: Sequence[dict[str, int]], stage_pools: NDArray[np.int64],
-                      sb: SystemBatch
+                      sb: SystemBatch, shares: NDArray[np.float64] | None = None,
+                      tp_split: NDArray[np.bool_] | None = None,
                       ) -> tuple[NDArray[np.bool_], NDArray[np.float64], tuple[str, ...]]:
     """Memory on a cluster of mixed device pools: every pool holding ranks of a stage must fit
-    that stage's footprint in its own HBM.
+    that stage's footprint, scaled by its devices' share of the work, in its own HBM.
 
     Args:
         footprints: per pipeline stage, bytes per GPU by part with a ``total`` entry (any
-            workload family's ``footprint``).
+            workload family's ``footprint``) at the even split.
         stage_pools: (P, D) ranks of each stage on each pool.
         sb: the B systems (D pools each).
+        shares: (P, D, B) work of one device of each pool relative to the even split
+            (:func:`simcore.engine.devices.stage_work_shares`; None: even).
+        tp_split: (P,) stages whose shares are tensor-shard ratios (None: batch shares).
 
     Returns:
-        As :func:`check_memory`; a reason names the stage and the device (pool, accelerator)
-        that does not fit, the one most over its capacity.
+        As :func:`check_memory` (the peak over the devices that hold a stage); a reason names the
+        stage and the device (pool, accelerator) that does not fit, the one most over its
+        capacity.
     """
-    need = np.array([fp["total"] for fp in footprints], dtype=np.float64)  # (P,)
     on = np.asarray(stage_pools) > 0  # (P, D)
     cap = sb.pool_hbm_capacity_bytes  # (D, B)
-    ratio = np.where(on[:, :, None], need[:, None, None] / cap[None], 0.0)  # (P, D, B)
+    need = _scaled_need(footprints, shares, tp_split, (on.shape[0], on.shape[1], sb.size))
+    ratio = np.where(on[:, :, None], need / cap[None], 0.0)  # (P, D, B)
     flat = ratio.reshape(-1, sb.size)
     fits = np.all(flat <= 1.0, axis=0)
     worst = np.argmax(flat, axis=0)
+    peak = np.where(on[:, :, None], need, 0.0).max(axis=(0, 1))  # (B,)
     reasons = []
     for b in range(sb.size):
         s, d = divmod(int(worst[b]), on.shape[1])
         acc = sb.specs[b].devices[d].accelerator
         name = acc.name if acc is not None else "?"
         reasons.append("" if fits[b] else (
-            f"out of memory: stage {s} on pool {d} ({name}) needs {need[s] / GIB:.1f} GiB > "
-            f"{cap[d, b] / GIB:.1f} GiB ({_parts(footprints[s])})"))
-    return fits, np.full(sb.size, need.max() / GIB), tuple(reasons)
+            f"out of memory: stage {s} on pool {d} ({name}) needs {need[s, d, b] / GIB:.1f} GiB "
+            f"> {cap[d, b] / GIB:.1f} GiB ({_parts(footprints[s])})"))
+    return fits, peak / GIB, tuple(reasons)

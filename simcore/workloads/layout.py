@@ -192,6 +192,19 @@ class RankLayout:
         np.add.at(out, (self.coord_table[:, 3], self.rank_pool), 1)
         return out
 
+    @cached_property
+    def stage_tp_spans_pools(self) -> NDArray[np.bool_]:
+        """(pp,) whether some tensor-parallel group of each stage has ranks on several device
+        pools (its work is then split by tensor-shard ratios, not by batch shares)."""
+        out = np.zeros(self.pp, dtype=bool)
+        if len(self.pool_counts) <= 1:
+            return out
+        tab = self.table("tp")
+        pools = self.rank_pool[tab]
+        spans = (pools != pools[:, :1]).any(axis=1)
+        np.logical_or.at(out, self.coord_table[tab[:, 0], 3], spans)
+        return out
+
     # --- groups ------------------------------------------------------------------------------
     def _kind_axes(self, kind: str) -> list[tuple[int, int]]:
         if kind not in _KIND_AXES:

@@ -81,3 +81,49 @@ def test_mix_sweep_lands_pools_in_parquet_and_mlflow(ray_local, plan_for, tmp_pa
     assert "pool0_count" not in run.data.metrics
     assert run.data.metrics["iteration_time_s"] == row["iteration_time_s"]
     assert run.data.metrics["capex_usd"] == row["capex_usd"]
+
+
+SHARES = ("system=mixed_v100_p100", "workload=gpt_tiny", "parallel.global_batch=192",
+          "parallel.micro_batch=1", "parallel.precision=fp16", "parallel.work_shares.1=1.0,0.55")
+
+
+def test_work_split_and_per_pool_shares_are_sweep_axes(plan_for):
+    """``parallel.work_split`` is an axis without ``+``; ``parallel.work_shares.<i>`` composes
+    one share list with the split explicit, and every point equals its plan simulated alone."""
+    from dataclasses import replace
+
+    from simcore.api import simulate_batch
+
+    plan = plan_for(*SHARES[:-1], "parallel.work_split=even,balanced", "tracking.enabled=false")
+    assert [c.parallel.work_split for c in plan.combos] == ["even", "balanced"]
+    plan = plan_for(*SHARES, "tracking.enabled=false")
+    assert plan.param_keys[0] == "parallel.work_shares.1"
+    assert plan.param_columns["parallel.work_shares.1"].tolist() == [1.0, 0.55]
+    assert [(c.parallel.work_split, c.parallel.work_shares) for c in plan.combos] == [
+        ("explicit", (1.0, 1.0)), ("explicit", (1.0, 0.55))]
+    even = replace(plan.combos[0].parallel, work_split="even", work_shares=None)
+    t = [simulate_batch(c.model, c.parallel, [c.system]).iteration_time_s[0] for c in plan.combos]
+    assert t[0] == simulate_batch(plan.combos[0].model, even, [plan.combos[0].system]
+                                  ).iteration_time_s[0]
+    assert t[1] < t[0]  # less work on the slower P100s
+    with pytest.raises(Exception, match="work_shares"):
+        plan_for(*SHARES, "parallel.work_split=even,explicit", "tracking.enabled=false")
+
+
+@pytest.mark.ray
+@pytest.mark.mlflow
+def test_share_sweep_lands_shares_in_parquet_and_mlflow(ray_local, plan_for, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    plan = plan_for(*SHARES, "sweep.name=shares", f"sweep.output_dir={tmp_path / 'out'}",
+                    f"tracking.uri={uri}")
+    outcome = run_sweep(plan, plan.base_cfg)
+    assert outcome.computed == 2 and outcome.tracking_ok, outcome.tracking_error
+    table = pl.read_parquet(tmp_path / "out" / "results.parquet").sort("point_id")
+    assert table["parallel.work_shares.1"].to_list() == [1.0, 0.55]
+    t = table["iteration_time_s"].to_list()
+    assert t[1] < t[0]
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("sweep-shares")
+    runs = client.search_runs([exp.experiment_id], max_results=10)
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == outcome.parent_run_id]
+    assert sorted(r.data.params["parallel.work_shares.1"] for r in children) == ["0.55", "1.0"]
