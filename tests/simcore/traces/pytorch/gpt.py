@@ -56,3 +56,12 @@ def gpt_small() -> GPT:
 def broken() -> nn.Module:
     """A model that fails on any input of width != 8."""
     return nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+
+
+class GPTLM(GPT):
+    """:class:`GPT` returning its language-model loss: next-token cross-entropy over the logits
+    in fp32 (as Megatron-LM and mixed-precision training compute it)."""
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        logits = super().forward(tokens)
+        return F.cross_entropy(logits.float().flatten(0, 1), tokens.flatten())
