@@ -34,12 +34,17 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, layers: int = 2, hidden: int = 64, heads: int = 4, vocab: int = 256) -> None:
+    """``tie``: the output layer shares the word embedding's weight (Megatron-LM's default)."""
+
+    def __init__(self, layers: int = 2, hidden: int = 64, heads: int = 4, vocab: int = 256,
+                 tie: bool = False) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, hidden)
         self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
         self.norm = nn.LayerNorm(hidden, elementwise_affine=False)
         self.head = nn.Linear(hidden, vocab, bias=False)
+        if tie:
+            self.head.weight = self.embed.weight
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -149,8 +150,8 @@ def test_flops_samples_and_shape_rules(tmp_path: Path) -> None:
     assert FAM.samples_per_iter(spec, par) == 128
     assert FAM.check(spec, par, SYSTEM) is None
     assert "micro_batch" in str(FAM.check(spec, _plan(micro_batch=2), SYSTEM))
-    tp2 = ParallelSpec(tp=2, micro_batch=4, global_batch=128).resolve(16)
-    assert "parallel.tp=2" in str(FAM.check(spec, tp2, SYSTEM))
+    cp2 = ParallelSpec(cp=2, micro_batch=4, global_batch=128).resolve(16)
+    assert "parallel.cp=2" in str(FAM.check(spec, cp2, SYSTEM))
     pp2 = ParallelSpec(pp=2, micro_batch=4, global_batch=128).resolve(16)
     assert "parallel.pp=2" in str(FAM.check(spec, pp2, SYSTEM))  # no blocks were named
     missing = TracedSpec(trace=str(tmp_path / "nope.0.et"))
@@ -188,43 +189,109 @@ def _kernel_class_seconds(workload: Workload, system: SystemSpec) -> dict[str, f
     return out
 
 
-def test_traced_gpt_and_the_transformer_family_agree(tmp_path: Path) -> None:
-    """Two independent paths to one model: a GPT block stack written in PyTorch (with its
-    language-model loss, fp32 cross-entropy over the logits as Megatron-LM computes it) and
-    traced, and the transformer family's generator on the same shape, on the same 8-GPU node
-    with data parallelism: equal model FLOPs and parameters; the matrix products and attention
-    cores cost the same to the ns (same kernel classes and shapes); the memory-bound passes
-    within 15% (the trace counts each kernel's tensor bytes, the generator a fixed number of
-    passes per block: 2x forward in backward, 4V per token for the loss); iteration time
-    within 5%."""
-    pytest.importorskip("torch")
-    from simcore.api import simulate_batch
+_GPT_SHAPE = {"layers": 4, "hidden": 1024, "heads": 16, "vocab": 8192}
+_GPT_BATCH, _GPT_SEQ = 2, 1024
+
+
+@cache
+def _traced_gpt(folder: str) -> TracedSpec:
+    """The GPT block stack with its LM loss and tied embedding, traced in bf16 (blocks named)."""
     from simcore.traces.pytorch.api import trace_model
+
+    step = trace_model("tests.simcore.traces.pytorch.gpt:GPTLM", [f"{_GPT_BATCH}x{_GPT_SEQ}:int64"],
+                       dtype="bfloat16", kwargs={**_GPT_SHAPE, "tie": True}, blocks="blocks")
+    return TracedSpec(trace=write_step(Path(folder) / "gpt", step))
+
+
+@pytest.fixture(scope="module")
+def traced_gpt(tmp_path_factory: pytest.TempPathFactory) -> TracedSpec:
+    pytest.importorskip("torch")
+    return _traced_gpt(str(tmp_path_factory.mktemp("gpt")))
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_traced_gpt_and_the_transformer_family_agree(traced_gpt: TracedSpec, tp: int) -> None:
+    """Two independent paths to one model: a GPT block stack written in PyTorch (its
+    language-model loss: fp32 cross-entropy over the logits, as Megatron-LM computes it; the
+    output layer tied to the word embedding, Megatron's default, which the generator holds and
+    reduces once) traced, and the transformer family's generator on the same shape, on the same
+    8-GPU node with data and tensor parallelism: equal model FLOPs; parameters equal but the
+    untied output layer ``ModelSpec.num_params`` counts; the matrix products and attention
+    cores cost the same to the ns (same kernel classes and per-rank shapes, the linear layers
+    split Megatron-style); the memory-bound passes within 15% (the trace counts each kernel's
+    tensor bytes, the generator a fixed number of passes per block: 2x forward in backward, 4V
+    per token for the loss); iteration time within 5%."""
+    from simcore.api import simulate_batch
     from simcore.workloads.transformer.generator import build_transformer
     from simcore.workloads.transformer.spec import ModelSpec
 
-    layers, hidden, heads, vocab, batch, seq = 4, 1024, 16, 8192, 2, 1024
-    step = trace_model("tests.simcore.traces.pytorch.gpt:GPTLM", [f"{batch}x{seq}:int64"],
-                       dtype="bfloat16", kwargs={"layers": layers, "hidden": hidden,
-                                                 "heads": heads, "vocab": vocab})
-    spec = TracedSpec(trace=write_step(tmp_path / "gpt", step))
-    model = ModelSpec(name="gpt", num_layers=layers, hidden_size=hidden, num_heads=heads,
-                      seq_len=seq, vocab_size=vocab)
+    spec, shape = traced_gpt, _GPT_SHAPE
+    model = ModelSpec(name="gpt", num_layers=shape["layers"], hidden_size=shape["hidden"],
+                      num_heads=shape["heads"], seq_len=_GPT_SEQ, vocab_size=shape["vocab"])
     system = SystemSpec(num_gpus=8, gpus_per_node=8)
-    par = ParallelSpec(micro_batch=batch, global_batch=8 * batch).resolve(8)
-    assert step.num_params == model.num_params()
+    par = ParallelSpec(tp=tp, micro_batch=_GPT_BATCH, global_batch=8 // tp * 2 * _GPT_BATCH,
+                       precision="bf16").resolve(8)
+    assert FAM.check(spec, par, system) is None
+    assert spec.step.num_params == model.num_params() - shape["vocab"] * shape["hidden"]
     assert FAM.flops_per_iter(spec, par) == model.model_flops_per_sample() * par.global_batch
     w = FAM.build(spec, par, 8)
     cw = compile_workload(w)
     traced = evaluate_times(cw, template_durations(cw, SystemBatch.from_specs([system]), "bf16"))
     generated = simulate_batch(model, par, [system])
-    ours, theirs = _kernel_class_seconds(w, system), _kernel_class_seconds(build_transformer(model, par, 8), system)
+    ours = _kernel_class_seconds(w, system)
+    theirs = _kernel_class_seconds(build_transformer(model, par, 8), system)
     assert ours["gemm"] == pytest.approx(theirs["gemm"], rel=1e-9)
     assert ours["attn"] == pytest.approx(theirs["attn"], rel=1e-9)
     assert ours["mem"] == pytest.approx(theirs["mem"], rel=0.15)
     assert float(traced.compute_s[0]) == pytest.approx(float(generated.compute_s[0]), rel=0.05)
     assert float(traced.iteration_time_s[0]) == pytest.approx(
         float(generated.iteration_time_s[0]), rel=0.05)
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_tensor_parallel_allreduces_equal_the_closed_form(traced_gpt: TracedSpec, tp: int) -> None:
+    """Megatron's TP traffic per micro-batch: per block two all-reduces of the activation
+    ``b s h`` in forward (after each row-parallel product) and two in backward (the
+    column-parallel input gradients), plus one for the vocabulary-parallel output layer's input
+    gradient, each of ``b s h x 2`` bytes among the ``tp`` ranks; the transformer family issues
+    the same per block; the split weights hold 1/tp of their elements."""
+    from simcore.workloads.transformer.generator import build_transformer
+    from simcore.workloads.transformer.spec import ModelSpec
+
+    shape = _GPT_SHAPE
+    par = ParallelSpec(tp=tp, micro_batch=_GPT_BATCH, global_batch=8 // tp * 2 * _GPT_BATCH,
+                       precision="bf16").resolve(8)
+    model = ModelSpec(name="gpt", num_layers=shape["layers"], hidden_size=shape["hidden"],
+                      num_heads=shape["heads"], seq_len=_GPT_SEQ, vocab_size=shape["vocab"])
+    activation = _GPT_BATCH * _GPT_SEQ * shape["hidden"] * 2
+
+    def tp_colls(w: Workload) -> list[tuple[float, ...]]:
+        tmpl = w.graph.attr("template").astype(int)
+        out = []
+        for i in np.flatnonzero(w.graph.kind == NodeKind.COLLECTIVE):
+            (kid, _), = w.ops.templates[tmpl[i]]
+            if w.ops.template_kind[tmpl[i]] == 0:  # CommKind.TP
+                out.append(w.ops.kernels[kid][1])
+        return out
+
+    ours = tp_colls(FAM.build(traced_gpt, par, 8))
+    m = par.num_micro_batches
+    assert len(ours) == m * (4 * shape["layers"] + 1)
+    assert set(ours) == {(float(CommType.ALL_REDUCE), float(activation), float(tp), float(tp))}
+    theirs = tp_colls(build_transformer(model, par, 8))
+    assert len(theirs) == m * 4 * shape["layers"] and set(theirs) == set(ours)
+    weights = FAM.footprint(traced_gpt, par)["weights"]
+    blocks = shape["layers"] * model.layer_params() // tp
+    tied = shape["vocab"] * shape["hidden"] // tp  # the output layer's weight, split by vocabulary
+    assert weights == 2 * (blocks + tied)
+
+
+def test_tensor_parallel_needs_named_blocks_in_linear_pairs(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)  # the tiny MLP: no blocks named
+    tp2 = ParallelSpec(tp=2, micro_batch=4, global_batch=64).resolve(16)
+    assert "needs the repeated blocks named" in str(FAM.check(spec, tp2, SYSTEM))
+    sp = ParallelSpec(tp=2, micro_batch=4, global_batch=64, sequence_parallel=True).resolve(16)
+    assert "parallel.sequence_parallel" in str(FAM.check(spec, sp, SYSTEM))
 
 
 def _gpt_with_blocks(tmp_path: Path, layers: int = 4) -> TracedSpec:
