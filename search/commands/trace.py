@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", help="import path package.module:factory of a torch.nn.Module")
     p.add_argument("--import-et", metavar="JSON", help="convert an ExecutionTraceObserver JSON")
     p.add_argument("--ranks", type=int, default=1, help="with --import-et: ranks to write")
+    p.add_argument("--kineto", metavar="JSON", help="with --import-et: the torch.profiler (Kineto) "
+                   "trace of the same step, linked for measured op durations")
     p.add_argument("--input-shape", action="append", metavar="SHAPE[:DTYPE]",
                    help="one per positional input, e.g. 8x3x224x224 or 4x1024:int64")
     p.add_argument("--dtype", default="float32", help="parameter / default input dtype")
@@ -47,7 +49,7 @@ def main(argv: list[str]) -> int:
     except json.JSONDecodeError as err:
         raise InputError("--kwargs", args.kwargs, f"must be a JSON object: {err}") from None
     if args.import_et:
-        return _import(args.import_et, args.out, args.ranks)
+        return _import(args.import_et, args.out, args.ranks, args.kineto)
     if not args.model or not args.input_shape:
         raise InputError("simsweep trace", argv, "needs a model and --input-shape (or --import-et)")
     from simcore.formats import trace_model, write_step
@@ -66,11 +68,12 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _import(path: str, out: str, ranks: int) -> int:
+def _import(path: str, out: str, ranks: int, kineto: str | None = None) -> int:
     from simcore.formats import import_execution_trace
 
     if ranks < 1:
         raise InputError("--ranks", ranks, "must be >= 1")
-    paths, step_path = import_execution_trace(path, out, ranks)
-    print(f"wrote {len(paths)} Chakra ET file(s) {out}.<rank>.et and the traced step {step_path}")
+    paths, step_path = import_execution_trace(path, out, ranks, kineto=kineto)
+    linked = f" (linked with {kineto}: measured durations)" if kineto else ""
+    print(f"wrote {len(paths)} Chakra ET file(s) {out}.<rank>.et{linked} and the traced step {step_path}")
     return 0
