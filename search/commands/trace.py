@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", default="none", choices=("none", "sgd", "adam", "adamw"))
     p.add_argument("--kwargs", default="{}", help="factory keyword arguments as JSON")
     p.add_argument("--blocks", help="attribute path of the repeated blocks (e.g. blocks, "
-                   "transformer.h): pipeline stages are cut between them")
+                   "transformer.h): pipeline stages are cut between them, tensor parallelism "
+                   "splits their linear layers")
     p.add_argument("--out", required=True, help="output prefix: writes <out>.0.et")
     return p
 

@@ -18,8 +18,8 @@ activation for a GPT block (two pairs), plus one for the output layer's input gr
 
 Backward ops follow their forward op (:attr:`~simcore.traces.pytorch.step.TracedOp.twin`): the
 data- and weight-gradient products of a split linear layer are split along the same weight
-dimension (the dimension of the product equal to the split feature count: the GEMM time model
-is symmetric in ``m, n, k``, so which of two equal dimensions is divided does not matter), the
+dimension (where ``x W^T`` and its gradients put it, else the dimension equal to the split
+feature count: the GEMM time model is symmetric in ``m, n, k``), the
 backward of an op inside a split region costs ``1/tp``. Split weights hold ``1/tp`` of their
 elements per rank (biases stay whole: a small overcount).
 """
@@ -98,11 +98,22 @@ def _regions(step: TracedStep, roles: dict[int, int]) -> list[bool]:
     return inside
 
 
-def _split_dim(gemm: tuple[int, int, int, int], features: int, tp: int) -> tuple[int, int, int, int]:
+def _split_dim(gemm: tuple[int, int, int, int], features: int, tp: int,
+               prefer: int) -> tuple[int, int, int, int]:
+    """``gemm`` with its split dimension divided: ``prefer`` (where ``x @ W^T`` and its
+    gradients put it) if it has the feature count, else the first one that has it."""
     dims = list(gemm[:3])
-    at = dims.index(features) if features in dims else 1
+    at = prefer if dims[prefer] == features else (dims.index(features) if features in dims else 1)
     dims[at] //= tp
     return dims[0], dims[1], dims[2], gemm[3]
+
+
+def _prefer(role: int, forward: bool, reads_weight: bool) -> int:
+    """Index in ``(m, n, k)`` of the split features: ``y = x W^T`` is ``(T, out, in)``, its
+    input gradient ``dy W`` is ``(T, in, out)``, its weight gradient ``dy^T x`` ``(out, in, T)``."""
+    if role == COLUMN:
+        return 1 if forward else (2 if reads_weight else 0)
+    return 2 if forward else 1
 
 
 def _split_rows(gemm: tuple[int, int, int, int], tp: int) -> tuple[int, int, int, int]:
@@ -153,7 +164,8 @@ def _split(step: TracedStep, tp: int) -> TpSplit:
         if role:
             m, n, k, _ = step.ops[src].gemms[0]
             features = n if role == COLUMN else k
-            ops.append(_scaled(op, tp, tuple(_split_dim(g, features, tp) for g in op.gemms)))
+            at = _prefer(role, op.phase == 0, op.param == step.ops[src].param)
+            ops.append(_scaled(op, tp, tuple(_split_dim(g, features, tp, at) for g in op.gemms)))
             split_params.add(step.ops[src].param)
             if op.phase == 0 and role == ROW:
                 after[i] = op.bytes_written  # the partial sums of the full output
