@@ -55,8 +55,8 @@ def linear_roles(step: TracedStep, tp: int) -> dict[int, int]:
     """Forward op index -> :data:`COLUMN` / :data:`ROW` of the split linear layers.
 
     Raises:
-        InputError: no blocks were named, a block has an odd number of linear layers, or a
-            split feature count is not divisible by ``tp``.
+        InputError: no blocks were named, they hold no linear layer, a block has an odd
+            number of linear layers, or a split feature count is not divisible by ``tp``.
     """
     if step.num_blocks == 0:
         raise InputError("parallel.tp", tp, "needs the repeated blocks named when tracing "
@@ -74,6 +74,10 @@ def linear_roles(step: TracedStep, tp: int) -> dict[int, int]:
             roles.update({i: COLUMN if j % 2 == 0 else ROW for j, i in enumerate(idx)})
         elif block == AFTER_BLOCKS and len(idx) == 1:
             roles[idx[0]] = COLUMN
+    if not any(block >= 0 for block in by_block):
+        raise InputError("parallel.tp", tp, "finds no linear layer (a product reading a weight) "
+                         "in the named blocks; a trace written before weights were tagged must be "
+                         "traced again")
     for i, role in roles.items():
         _m, n, k, _c = step.ops[i].gemms[0]
         features = n if role == COLUMN else k
@@ -138,7 +142,8 @@ def split_step(step: TracedStep, tp: int) -> TpSplit:
     last few splits are remembered per step object).
 
     Raises:
-        InputError: see :func:`linear_roles`.
+        InputError: see :func:`linear_roles`; or ``tp`` does not divide the batch x heads of
+            a split attention core.
     """
     if tp == 1:
         return TpSplit(step, {}, {})
@@ -172,6 +177,9 @@ def _split(step: TracedStep, tp: int) -> TpSplit:
             if op.phase == 1 and role == COLUMN and op.param == step.ops[src].param:
                 after[i] = op.bytes_written  # the input gradient (reads the weight)
         elif src >= 0 and inside[src]:
+            if op.attention and op.attention[0] % tp:
+                raise InputError("parallel.tp", tp, f"must divide the {op.attention[0]:g} "
+                                 f"batch x heads of attention op {i} ({op.name})")
             ops.append(_scaled(op, tp, tuple(_split_rows(g, tp) for g in op.gemms)))
         else:
             ops.append(op)

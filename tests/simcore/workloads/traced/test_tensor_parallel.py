@@ -54,4 +54,20 @@ def test_rules_name_what_is_wrong() -> None:
         split_step(step, 3)
     with pytest.raises(InputError, match="needs the repeated blocks named"):
         split_step(tiny_step(), 2)
+    untagged = replace(step, ops=tuple(replace(op, param=-1) for op in step.ops))
+    with pytest.raises(InputError, match="must be traced again"):
+        split_step(untagged, 2)
     assert split_step(step, 1).step is step
+
+
+def test_attention_heads_must_split_evenly() -> None:
+    """A traced GPT with 6 heads x batch 1: tp = 4 divides the 96 / 384 features of the linear
+    layers but not the 6 heads."""
+    pytest.importorskip("torch")
+    from simcore.traces.pytorch.api import trace_model
+
+    step = trace_model("tests.simcore.traces.pytorch.gpt:GPT", ["1x16:int64"],
+                       kwargs={"layers": 1, "hidden": 96, "heads": 6, "vocab": 64}, blocks="blocks")
+    assert split_step(step, 2).allreduce_after
+    with pytest.raises(InputError, match="must divide the 6 batch x heads"):
+        split_step(step, 4)
