@@ -4,7 +4,9 @@ Compute: every recorded op that runs a kernel becomes a node on the in-order str
 ``s0.compute`` (program order, as a CUDA stream), costed by the calibrated kernel models of the
 target accelerator (:mod:`simcore.hardware.compute`): matrix products and convolutions as GEMMs
 (a batched product or a grouped convolution as one GEMM of ``count x m`` rows, the transformer
-family's convention for batched GEMMs), fused attention cores by the attention model, every
+family's convention for batched GEMMs), fused attention cores as the transformer family costs
+its core (:func:`~simcore.workloads.transformer.layers.attention_core`: the attention model, or
+with ``parallel.flash_attention = false`` Megatron's unfused batched GEMMs and softmax), every
 other op as a memory-bound kernel over the bytes it reads and writes; views cost nothing. The
 traced batch is one micro-batch; ``num_micro_batches`` of them run back to back.
 
@@ -66,6 +68,7 @@ from simcore.workloads.layout import RankLayout
 from simcore.workloads.pipeline import stage_program
 from simcore.workloads.traced.spec import DDP_FIRST_BUCKET_MB, TracedSpec
 from simcore.workloads.traced.tensor_parallel import split_step
+from simcore.workloads.transformer.layers import attention_core
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "TracedWorkload", "build_traced", "ddp_buckets", "stage_split"]
 
@@ -273,9 +276,9 @@ class _Shared:
         parts: list[tuple[int, float]] = []
         for m, n, k, count in op.gemms:
             parts.append((self.ops.kernel("gemm", m * count, n, k), 1.0))
-        if op.attention:
+        if op.attention:  # the transformer family's core: fused, or Megatron's unfused one
             bh, sq, skv, d, w = op.attention
-            parts.append((self.ops.kernel("attn", bh, sq, skv, d), w))
+            parts += attention_core(self.ops, bh, sq, skv, d, self.par.flash_attention, w == 1.0)
         if not parts:
             nbytes = op.bytes_read + op.bytes_written
             if nbytes <= 0:
