@@ -48,6 +48,35 @@ NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like",
 OPTIMIZERS = ("none", "sgd", "adam", "adamw")
 
 
+#: gather-like ops: the index of the input they read only where an index points
+GATHERS = {"aten::embedding": 0, "aten::index_select": 0, "aten::gather": 0,
+           "aten::nll_loss_forward": 0, "aten::nll_loss2d_forward": 0,
+           "aten::nll_loss_backward": 1, "aten::nll_loss2d_backward": 1}
+
+
+def _nbytes(t: Any) -> int:
+    return int(t.numel() * t.element_size())
+
+
+def _bytes_read(name: str, tensors_in: list[Any], tensors_out: list[Any]) -> int:
+    """Bytes a kernel reads: its input tensors, except the table a gather-like op indexes
+    (:data:`GATHERS`): of that it reads one element per gathered output element (embedding,
+    index_select, gather: the output's size) or per target (NLL loss forward: one log-prob
+    per target; its backward reads none of the log-probs, it scatters into a fresh gradient)."""
+    total = sum(_nbytes(t) for t in tensors_in)
+    at = GATHERS.get(name)
+    if at is None or at >= len(tensors_in):
+        return total
+    table = tensors_in[at]
+    if "nll_loss" not in name:
+        used = sum(_nbytes(t) for t in tensors_out[:1])
+    elif name.endswith("_forward") and len(tensors_in) > 1:
+        used = int(tensors_in[1].numel()) * int(table.element_size())  # one per target
+    else:
+        used = 0
+    return total - _nbytes(table) + min(used, _nbytes(table))
+
+
 def _storage_key(t: Any) -> int:
     try:
         return int(t.untyped_storage()._cdata)
@@ -112,15 +141,15 @@ class _Recorder:
         shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in args]
         out_shapes = [tuple(o.shape) for o in tensors_out]
         arith = arithmetic(name, shapes, out_shapes, list(args))
-        nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
         ref = tensors_out[0] if tensors_out else (tensors_in[0] if tensors_in else None)
         self.ops.append(TracedOp(
             name=name, phase=self.phase,
             in_shapes=tuple(tuple(t.shape) for t in tensors_in),
             out_shapes=tuple(out_shapes),
             dtype=str(ref.dtype).removeprefix("torch.") if ref is not None else "",
-            flops=arith.flops, bytes_read=0 if view else nbytes(tensors_in),
-            bytes_written=0 if view else nbytes(tensors_out), deps=tuple(sorted(deps)),
+            flops=arith.flops, bytes_read=0 if view else _bytes_read(name, tensors_in, tensors_out),
+            bytes_written=0 if view else sum(_nbytes(t) for t in tensors_out),
+            deps=tuple(sorted(deps)),
             gemms=arith.gemms, attention=arith.attention, view=view, block=self.block,
             param=param, twin=twin,
         ))

@@ -32,7 +32,8 @@ the ops before the first block (embedding) go to the first stage and those after
 (head, loss) to the last; each stage runs the 1F1B program of
 :func:`~simcore.workloads.pipeline.stage_program` and sends the boundary block's output
 activation forward (its gradient backward) on the ``pp{a}>{b}`` link stream, as the
-transformer family does; data parallelism then applies per stage to that stage's parameters.
+transformer family does (``1/tp`` of it per rank with tensor parallelism, Megatron's
+scatter/gather, Narayanan et al. 2021 §4.1); data parallelism then applies per stage to that stage's parameters.
 
 The optimizer step runs after every gradient reduction: the traced optimizer ops as
 memory-bound kernels when the trace holds them, else Adam's 28 bytes per parameter
@@ -203,7 +204,8 @@ class _Stage:
     def send(self, forward: bool, micro_batch: int, dst: int) -> None:
         g = self.g
         nid = g.send_id(forward, micro_batch, self.s)
-        nbytes = g.step.block_out_bytes[g.last_block[min(self.s, dst)]]
+        # Megatron's scatter/gather: each TP rank sends 1/tp of the boundary activation
+        nbytes = g.step.block_out_bytes[g.last_block[min(self.s, dst)]] / g.par.tp
         k = g.ops.kernel("p2p", float(nbytes), float(g.spans["pp"].cross_node))
         t = g.ops.template("pp_send", [(k, 1.0)], _PP)
         g.b.add(NodeKind.SEND, resources=[Stream.link(self.s, dst)], deps=self._after_last(),

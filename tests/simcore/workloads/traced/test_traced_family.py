@@ -209,14 +209,25 @@ def traced_gpt(tmp_path_factory: pytest.TempPathFactory) -> TracedSpec:
     return _traced_gpt(str(tmp_path_factory.mktemp("gpt")))
 
 
-@pytest.mark.parametrize("tp,flash", [(1, True), (2, True), (4, True), (2, False)])
-def test_traced_gpt_and_the_transformer_family_agree(traced_gpt: TracedSpec, tp: int,
+_PLANS = [(1, 1, True), (1, 2, True), (1, 4, True), (1, 2, False), (2, 1, True), (2, 2, True),
+          (4, 2, True)]
+
+
+def _gpt_plan(pp: int, tp: int, flash: bool = True) -> ParallelSpec:
+    """pp x tp x dp = 8 GPUs, 4 micro-batches of the traced batch per iteration."""
+    return ParallelSpec(pp=pp, tp=tp, micro_batch=_GPT_BATCH,
+                        global_batch=8 // (pp * tp) * _GPT_BATCH * 4, precision="bf16",
+                        flash_attention=flash).resolve(8)
+
+
+@pytest.mark.parametrize("pp,tp,flash", _PLANS)
+def test_traced_gpt_and_the_transformer_family_agree(traced_gpt: TracedSpec, pp: int, tp: int,
                                                      flash: bool) -> None:
     """Two independent paths to one model: a GPT block stack written in PyTorch (its
     language-model loss: fp32 cross-entropy over the logits, as Megatron-LM computes it; the
     output layer tied to the word embedding, Megatron's default, which the generator holds and
     reduces once) traced, and the transformer family's generator on the same shape, on the same
-    8-GPU node with data and tensor parallelism: equal model FLOPs; parameters equal but the
+    8-GPU node with data, tensor and pipeline parallelism: equal model FLOPs; parameters equal but the
     untied output layer ``ModelSpec.num_params`` counts; the matrix products and attention
     cores cost the same to the ns (same kernel classes and per-rank shapes, the linear layers
     split Megatron-style); the memory-bound passes within 15% (the trace counts each kernel's
@@ -231,8 +242,7 @@ def test_traced_gpt_and_the_transformer_family_agree(traced_gpt: TracedSpec, tp:
     model = ModelSpec(name="gpt", num_layers=shape["layers"], hidden_size=shape["hidden"],
                       num_heads=shape["heads"], seq_len=_GPT_SEQ, vocab_size=shape["vocab"])
     system = SystemSpec(num_gpus=8, gpus_per_node=8)
-    par = ParallelSpec(tp=tp, micro_batch=_GPT_BATCH, global_batch=8 // tp * 2 * _GPT_BATCH,
-                       precision="bf16", flash_attention=flash).resolve(8)
+    par = _gpt_plan(pp, tp, flash)
     assert FAM.check(spec, par, system) is None
     assert spec.step.num_params == model.num_params() - shape["vocab"] * shape["hidden"]
     assert FAM.flops_per_iter(spec, par) == model.model_flops_per_sample() * par.global_batch
@@ -262,8 +272,7 @@ def test_tensor_parallel_allreduces_equal_the_closed_form(traced_gpt: TracedSpec
     from simcore.workloads.transformer.spec import ModelSpec
 
     shape = _GPT_SHAPE
-    par = ParallelSpec(tp=tp, micro_batch=_GPT_BATCH, global_batch=8 // tp * 2 * _GPT_BATCH,
-                       precision="bf16").resolve(8)
+    par = _gpt_plan(1, tp)
     model = ModelSpec(name="gpt", num_layers=shape["layers"], hidden_size=shape["hidden"],
                       num_heads=shape["heads"], seq_len=_GPT_SEQ, vocab_size=shape["vocab"])
     activation = _GPT_BATCH * _GPT_SEQ * shape["hidden"] * 2
@@ -360,3 +369,15 @@ def test_step_cache_is_keyed_by_content_not_path_or_mtime(tmp_path: Path) -> Non
     copy = tmp_path / "c.0.et"
     shutil.copyfile(other, copy)
     assert TracedSpec(trace=str(copy)).step is TracedSpec(trace=path).step
+
+
+def test_pipeline_sends_with_tensor_parallelism_are_scattered(tmp_path: Path) -> None:
+    """PP 2 x TP 2: each TP rank sends 1/tp of the boundary activation (Megatron's
+    scatter/gather), as the transformer family's pp_send."""
+    spec = _gpt_with_blocks(tmp_path)
+    par = ParallelSpec(pp=2, tp=2, micro_batch=4, global_batch=32, precision="bf16").resolve(16)
+    w = FAM.build(spec, par, 8)
+    sends = np.flatnonzero(w.graph.kind == NodeKind.SEND)
+    sizes = {w.ops.kernels[w.ops.templates[int(w.graph.attr("template")[i])][0][0]][1][0]
+             for i in sends}
+    assert sizes == {4 * 64 * 128 * 2 / 2}
