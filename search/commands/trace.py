@@ -7,7 +7,9 @@ Needs the optional extra: ``pip install 'simsweep[trace]'``.
 
 ``simsweep trace --import-et run.json --ranks 8 --out runs/real`` converts an execution trace
 written by ``torch.profiler.ExecutionTraceObserver`` instead (no PyTorch needed): Chakra ETs
-``runs/real.<r>.et`` for ``simsweep astra`` and ``runs/real.traced.0.et`` for the traced family.
+``runs/real.<r>.et`` for ``simsweep astra`` and ``runs/real.traced.0.et`` for the traced family;
+with ``--kineto run.kineto.json`` (the ``torch.profiler`` Chrome trace of the same step) the
+compute nodes carry the measured durations.
 """
 
 from __future__ import annotations
