@@ -125,12 +125,16 @@ def _split_rows(gemm: tuple[int, int, int, int], tp: int) -> tuple[int, int, int
     return (m, n, k, count // tp) if count % tp == 0 else (m // tp, n, k, count)
 
 
-def _scaled(op: TracedOp, tp: int, gemms: tuple[tuple[int, int, int, int], ...]) -> TracedOp:
+def _scaled(op: TracedOp, tp: int, gemms: tuple[tuple[int, int, int, int], ...],
+            partial_sums: bool = False) -> TracedOp:
+    """``op`` on one TP rank: ``1/tp`` of its work and bytes (a product writing partial sums
+    of a full-size output, which the all-reduce then sums, writes all of it)."""
     att = op.attention
     if att:
         att = (att[0] / tp, *att[1:])
+    written = op.bytes_written if partial_sums else op.bytes_written // tp
     return replace(op, flops=op.flops / tp, bytes_read=op.bytes_read // tp,
-                   bytes_written=op.bytes_written // tp, gemms=gemms, attention=att)
+                   bytes_written=written, gemms=gemms, attention=att)
 
 
 _SPLITS: dict[tuple[int, int], tuple[TracedStep, TpSplit]] = {}  # (id(step), tp), newest last
@@ -167,15 +171,18 @@ def _split(step: TracedStep, tp: int) -> TpSplit:
         src = i if op.phase == 0 else op.twin
         role = roles.get(src, 0) if src >= 0 else 0
         if role:
-            m, n, k, _ = step.ops[src].gemms[0]
+            _m, n, k, _c = step.ops[src].gemms[0]
             features = n if role == COLUMN else k
-            at = _prefer(role, op.phase == 0, op.param == step.ops[src].param)
-            ops.append(_scaled(op, tp, tuple(_split_dim(g, features, tp, at) for g in op.gemms)))
+            reads_weight = op.param == step.ops[src].param
+            # all-reduced: the row-parallel output, the column-parallel input gradient
+            reduced = (op.phase == 0 and role == ROW) or (op.phase == 1 and role == COLUMN
+                                                          and reads_weight)
+            at = _prefer(role, op.phase == 0, reads_weight)
+            ops.append(_scaled(op, tp, tuple(_split_dim(g, features, tp, at) for g in op.gemms),
+                               partial_sums=reduced))
             split_params.add(step.ops[src].param)
-            if op.phase == 0 and role == ROW:
-                after[i] = op.bytes_written  # the partial sums of the full output
-            if op.phase == 1 and role == COLUMN and op.param == step.ops[src].param:
-                after[i] = op.bytes_written  # the input gradient (reads the weight)
+            if reduced:
+                after[i] = op.bytes_written
         elif src >= 0 and inside[src]:
             if op.attention and op.attention[0] % tp:
                 raise InputError("parallel.tp", tp, f"must divide the {op.attention[0]:g} "

@@ -34,6 +34,8 @@ def test_column_then_row_split_and_the_allreduce(tp: int) -> None:
     assert ops[0].gemms == ((B, H // tp, H, 1),)  # column-parallel: output features
     assert ops[1].bytes_read == step.ops[1].bytes_read // tp  # relu on the split activation
     assert ops[2].gemms == ((B, H, H // tp, 1),)  # row-parallel: input features
+    assert ops[2].bytes_written == step.ops[2].bytes_written  # partial sums of the full output
+    assert ops[0].bytes_written == step.ops[0].bytes_written // tp
     assert ops[3] == step.ops[3]  # the loss on the full (all-reduced) output
     assert ops[5].gemms == ((H, H // tp, B, 1),)  # dW2 = dy^T x: (out, in / tp, T)
     assert ops[6].gemms == ((B, H // tp, H, 1),)  # dX2 = dy W2: (T, in / tp, out)
