@@ -7,7 +7,9 @@ Needs the optional extra: ``pip install 'simsweep[trace]'``.
 
 ``simsweep trace --import-et run.json --ranks 8 --out runs/real`` converts an execution trace
 written by ``torch.profiler.ExecutionTraceObserver`` instead (no PyTorch needed): Chakra ETs
-``runs/real.<r>.et`` for ``simsweep astra`` and ``runs/real.traced.0.et`` for the traced family.
+``runs/real.<r>.et`` for ``simsweep astra`` and ``runs/real.traced.0.et`` for the traced family;
+with ``--kineto run.kineto.json`` (the ``torch.profiler`` Chrome trace of the same step) the
+compute nodes carry the measured durations.
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", help="import path package.module:factory of a torch.nn.Module")
     p.add_argument("--import-et", metavar="JSON", help="convert an ExecutionTraceObserver JSON")
     p.add_argument("--ranks", type=int, default=1, help="with --import-et: ranks to write")
+    p.add_argument("--kineto", metavar="JSON", help="with --import-et: the torch.profiler (Kineto) "
+                   "trace of the same step, linked for measured op durations")
     p.add_argument("--input-shape", action="append", metavar="SHAPE[:DTYPE]",
                    help="one per positional input, e.g. 8x3x224x224 or 4x1024:int64")
     p.add_argument("--dtype", default="float32", help="parameter / default input dtype")
     p.add_argument("--optimizer", default="none", choices=("none", "sgd", "adam", "adamw"))
     p.add_argument("--kwargs", default="{}", help="factory keyword arguments as JSON")
     p.add_argument("--blocks", help="attribute path of the repeated blocks (e.g. blocks, "
-                   "transformer.h): pipeline stages are cut between them")
+                   "transformer.h): pipeline stages are cut between them, tensor parallelism "
+                   "splits their linear layers")
     p.add_argument("--out", required=True, help="output prefix: writes <out>.0.et")
     return p
 
@@ -47,7 +52,7 @@ def main(argv: list[str]) -> int:
     except json.JSONDecodeError as err:
         raise InputError("--kwargs", args.kwargs, f"must be a JSON object: {err}") from None
     if args.import_et:
-        return _import(args.import_et, args.out, args.ranks)
+        return _import(args.import_et, args.out, args.ranks, args.kineto)
     if not args.model or not args.input_shape:
         raise InputError("simsweep trace", argv, "needs a model and --input-shape (or --import-et)")
     from simcore.formats import trace_model, write_step
@@ -66,11 +71,12 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _import(path: str, out: str, ranks: int) -> int:
+def _import(path: str, out: str, ranks: int, kineto: str | None = None) -> int:
     from simcore.formats import import_execution_trace
 
     if ranks < 1:
         raise InputError("--ranks", ranks, "must be >= 1")
-    paths, step_path = import_execution_trace(path, out, ranks)
-    print(f"wrote {len(paths)} Chakra ET file(s) {out}.<rank>.et and the traced step {step_path}")
+    paths, step_path = import_execution_trace(path, out, ranks, kineto=kineto)
+    linked = f" (linked with {kineto}: measured durations)" if kineto else ""
+    print(f"wrote {len(paths)} Chakra ET file(s) {out}.<rank>.et{linked} and the traced step {step_path}")
     return 0

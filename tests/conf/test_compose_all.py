@@ -26,6 +26,10 @@ OPTIONS = sorted(
 )
 
 
+#: options with a value the user must give (``???``): that value, and the error without it
+REQUIRED = {("workload", "traced"): ("workload.trace=runs/model.0.et", "workload.trace")}
+
+
 @pytest.fixture(scope="module")
 def compose():
     fn, _ = compose_session(CONF)
@@ -40,7 +44,12 @@ def test_every_group_of_the_config_tree_has_files():
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
 def test_option_composes_validates_and_builds(compose, group, option):
-    cfg = compose([f"{group}={option}"])
+    given, key = REQUIRED.get((group, option), (None, None))
+    if given is not None:  # without it: one error naming the missing key
+        with pytest.raises(InputError, match="required value is missing") as err:
+            validate_config(compose([f"{group}={option}"]))
+        assert err.value.key == key
+    cfg = compose([f"{group}={option}", *([given] if given else [])])
     validate_config(cfg)
     model, parallel, system = build_specs(cfg)
     family = get_family(str(cfg.workload.get("family", "transformer")))

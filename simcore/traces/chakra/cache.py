@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from simcore.traces.chakra.trace import EtBulk, EtTrace, StrColumn
 
-__all__ = ["cache_dir", "clear_memory", "load", "load_many", "load_memory", "store", "store_many"]
+__all__ = ["cache_dir", "clear_memory", "content_key", "load", "load_many", "load_memory", "store", "store_many"]
 
 _MAGIC = b"SSETC004"  # bump whenever the decoded content or layout changes
 _BUNDLE_MAGIC = b"SSETB002"  # many traces in one file: count, offsets, then one blob per trace
@@ -52,15 +52,20 @@ def clear_memory() -> None:
     _memory_bytes[0] = 0
 
 
-def _stamp(path: str) -> tuple[str, tuple[int, str]]:
-    """The real path and the content key (size, BLAKE2b-128 of the bytes) of ``path``."""
+def content_key(path: str | os.PathLike[str]) -> tuple[int, str]:
+    """(size, BLAKE2b-128 hex digest) of the bytes of ``path``: the key of its content."""
     h = hashlib.blake2b(digest_size=16)
     size = 0
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 22):
             h.update(chunk)
             size += len(chunk)
-    return os.path.realpath(path), (size, h.hexdigest())
+    return size, h.hexdigest()
+
+
+def _stamp(path: str) -> tuple[str, tuple[int, str]]:
+    """The real path and the content key (:func:`content_key`) of ``path``."""
+    return os.path.realpath(path), content_key(path)
 
 
 def _cache_file(real: str, stamp: tuple[int, str]) -> Path | None:

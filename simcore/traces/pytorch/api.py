@@ -60,8 +60,11 @@ def read_step(path: str | os.PathLike[str]) -> TracedStep:
 
 
 def import_execution_trace(path: str | os.PathLike[str], prefix: str | os.PathLike[str],
-                           ranks: int = 1) -> tuple[list[str], str]:
-    """Convert an ExecutionTraceObserver JSON (:mod:`.et_import`).
+                           ranks: int = 1, kineto: str | os.PathLike[str] | None = None,
+                           ) -> tuple[list[str], str]:
+    """Convert an ExecutionTraceObserver JSON (:mod:`.et_import`), linked first with the Kineto
+    trace ``kineto`` of the same step when given (:mod:`.kineto_link`: the compute nodes then
+    carry the measured durations).
 
     Writes the Chakra conversion as ``<prefix>.<r>.et`` for ``r < ranks`` (data-parallel
     replicas run the same program: one trace stands for every replica, Echo's DDP case) and the
@@ -70,6 +73,10 @@ def import_execution_trace(path: str | os.PathLike[str], prefix: str | os.PathLi
     from simcore.traces.pytorch.et_import import et_to_chakra, et_to_step, read_pytorch_et
 
     data = read_pytorch_et(path)
+    if kineto is not None:
+        from simcore.traces.pytorch.kineto_link import link_kineto, read_kineto
+
+        data = link_kineto(data, read_kineto(kineto))
     trace = et_to_chakra(data)
     paths = []
     for r in range(ranks):

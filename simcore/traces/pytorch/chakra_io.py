@@ -5,7 +5,8 @@ ASTRA-sim's roofline reads (reference/astra-sim-and-chakra.md §4.1: ``num_ops``
 ``tensor_size`` = bytes read + written, ``is_cpu_op`` false), ``data_deps`` = the ops whose
 outputs it reads, ``inputs``/``outputs`` with the shapes and dtype (as the PyTorch converter
 fills them), and simsweep's own attributes: ``phase``, ``bytes_read``, ``bytes_written``,
-``gemm`` (flattened ``m, n, k, count`` quadruples), ``attention``, ``view`` and ``block``. Durations are
+``gemm`` (flattened ``m, n, k, count`` quadruples), ``attention``, ``view``, ``block``,
+``param`` (the weight a kernel reads) and ``twin`` (a backward op's forward op). Durations are
 left 0 (a traced op has no measured time; :func:`step_to_trace` takes optional per-op
 microseconds, e.g. from the calibrated kernel models). The global metadata carries the
 parameters and the step's scalars as a JSON string attribute ``simsweep_step``.
@@ -52,7 +53,7 @@ def step_to_trace(step: TracedStep, micros: Sequence[int] | None = None) -> EtTr
             "is_cpu_op": False, "num_ops": int(op.flops),
             "tensor_size": op.bytes_read + op.bytes_written, "phase": op.phase,
             "bytes_read": op.bytes_read, "bytes_written": op.bytes_written, "view": op.view,
-            "block": op.block,
+            "block": op.block, "param": op.param, "twin": op.twin,
         }
         if op.gemms:
             attrs["gemm"] = [int(x) for g in op.gemms for x in g]
@@ -88,6 +89,7 @@ def step_from_trace(trace: EtTrace) -> TracedStep:
         raise InputError(f"trace {trace.path}", "node ids", "must be 0..N-1 (one per op)")
     ints = {k: trace.int_attr(k)[0] for k in ("num_ops", "phase", "bytes_read", "bytes_written",
                                                "view", "block")}
+    ints.update({k: trace.int_attr(k, -1)[0] for k in ("param", "twin")})
     gptr, gval = trace.list_attr("gemm")
     aptr, aval = trace.list_attr("attention")
     deps = trace.data_dep_index()
@@ -107,6 +109,7 @@ def step_from_trace(trace: EtTrace) -> TracedStep:
             gemms=tuple((int(a), int(b), int(c), int(d)) for a, b, c, d in q.tolist()),
             attention=tuple(float(x) for x in aval[aptr[i]:aptr[i + 1]]),
             view=bool(ints["view"][i]), block=int(ints["block"][i]),
+            param=int(ints["param"][i]), twin=int(ints["twin"][i]),
         ))
     params = tuple(TracedParam(str(p[0]), *(int(x) for x in p[1:])) for p in meta["params"])
     return TracedStep(name=str(meta["name"]), batch_size=int(meta["batch_size"]), ops=tuple(ops),

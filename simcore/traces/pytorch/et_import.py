@@ -17,7 +17,9 @@ backends' own records (``nccl:*``, ``gloo:*``) mirror a c10d op and are dropped;
 of the op and of the kernels it runs (an op waits for the last op that wrote a storage it
 reads; a module or autograd record has no tensors of its own), control dependencies chain the
 ops of a thread in order; ``num_ops`` (the FLOPs of the op's aten leaves, :mod:`.flops`) and
-``tensor_size`` are added for re-costing. Durations are 0: the host ET has no kernel times.
+``tensor_size`` are added for re-costing. Durations are 0 (the host ET has no kernel times)
+unless the ET was linked with a Kineto trace (:mod:`.kineto_link`): then each compute node
+carries its measured time.
 
 :func:`et_to_step` reads the same JSON as a :class:`TracedStep` for the traced family: the
 kernel-level aten ops in order (an aten op doing arithmetic, or one without children; phase: under ``autograd::engine::evaluate_function`` -> backward, under
@@ -196,6 +198,12 @@ def _arith(n: dict[str, Any]) -> Any:
     return arithmetic(n["name"], shapes, out_shapes, ins.get("values", []))
 
 
+def _measured_us(attrs: dict[str, Any]) -> int:
+    """A linked node's measured time in whole µs (:mod:`.kineto_link`): its device time when it
+    launched kernels, else the host op's inclusive time; 0 when not linked."""
+    return int(round(float(attrs.get("gpu_dur") or attrs.get("inclusive_dur") or 0.0)))
+
+
 def et_to_chakra(data: dict[str, Any], rank: int = 0) -> EtTrace:
     """The Chakra ET of one rank's execution trace (see the module docstring).
 
@@ -245,6 +253,7 @@ def et_to_chakra(data: dict[str, Any], rank: int = 0) -> EtTrace:
         outs = n.get("outputs", {})
         nbytes = sum(_nbytes(p.get("inputs", {})) + _nbytes(p.get("outputs", {})) for p in parts[1:])
         b.add_node(i, n["name"], NodeType.COMP_NODE, data_deps=deps, ctrl_deps=ctrl,
+                   duration_micros=_measured_us(tree.attrs(i)),
                    attrs={"is_cpu_op": True, "num_ops": int(_leaf_flops(tree, i)),
                           "tensor_size": nbytes or _nbytes(ins) + _nbytes(outs)},
                    inputs={"shapes": json.dumps(ins.get("shapes", [])),

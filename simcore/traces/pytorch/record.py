@@ -48,6 +48,35 @@ NO_KERNEL = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like",
 OPTIMIZERS = ("none", "sgd", "adam", "adamw")
 
 
+#: gather-like ops: the index of the input they read only where an index points
+GATHERS = {"aten::embedding": 0, "aten::index_select": 0, "aten::gather": 0,
+           "aten::nll_loss_forward": 0, "aten::nll_loss2d_forward": 0,
+           "aten::nll_loss_backward": 1, "aten::nll_loss2d_backward": 1}
+
+
+def _nbytes(t: Any) -> int:
+    return int(t.numel() * t.element_size())
+
+
+def _bytes_read(name: str, tensors_in: list[Any], tensors_out: list[Any]) -> int:
+    """Bytes a kernel reads: its input tensors, except the table a gather-like op indexes
+    (:data:`GATHERS`): of that it reads one element per gathered output element (embedding,
+    index_select, gather: the output's size) or per target (NLL loss forward: one log-prob
+    per target; its backward reads none of the log-probs, it scatters into a fresh gradient)."""
+    total = sum(_nbytes(t) for t in tensors_in)
+    at = GATHERS.get(name)
+    if at is None or at >= len(tensors_in):
+        return total
+    table = tensors_in[at]
+    if "nll_loss" not in name:
+        used = sum(_nbytes(t) for t in tensors_out[:1])
+    elif name.endswith("_forward") and len(tensors_in) > 1:
+        used = int(tensors_in[1].numel()) * int(table.element_size())  # one per target
+    else:
+        used = 0
+    return total - _nbytes(table) + min(used, _nbytes(table))
+
+
 def _storage_key(t: Any) -> int:
     try:
         return int(t.untyped_storage()._cdata)
@@ -58,14 +87,17 @@ def _storage_key(t: Any) -> int:
 class _Recorder:
     """State of one recording; :meth:`mode` returns the dispatch mode that feeds it."""
 
-    def __init__(self, torch: Any, param_keys: dict[int, int]) -> None:
+    def __init__(self, torch: Any, param_keys: dict[int, int], param_numel: list[int]) -> None:
         self.torch = torch
+        self.param_numel = param_numel
         self.ops: list[TracedOp] = []
         self.writer: dict[int, int] = {}
         self.phase = 0
         self.param_keys = param_keys
         self.first: list[dict[int, int]] = [{}, {}, {}]  # per phase: param index -> first op
         self.block = BEFORE_BLOCKS  # the named block the next ops belong to
+        self.seq_op: dict[int, int] = {}  # autograd node sequence number -> forward op
+        self.last_seq = -1
 
     def mode(self) -> Any:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -94,6 +126,7 @@ class _Recorder:
         view = (bool(getattr(func, "is_view", False)) or name in NO_KERNEL
                 or not name.startswith("aten::"))  # profiler markers and the like
         deps: set[int] = set()
+        param = -1
         for t in tensors_in:
             key = _storage_key(t)
             w = self.writer.get(key)
@@ -102,23 +135,41 @@ class _Recorder:
             p = self.param_keys.get(key)
             if p is not None and not view:
                 self.first[self.phase].setdefault(p, index)
+                if param < 0 or t.numel() > self.param_numel[param]:
+                    param = p  # the largest: a linear layer's weight, not its bias
+        twin = self._twin(index)
         shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in args]
         out_shapes = [tuple(o.shape) for o in tensors_out]
         arith = arithmetic(name, shapes, out_shapes, list(args))
-        nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
         ref = tensors_out[0] if tensors_out else (tensors_in[0] if tensors_in else None)
         self.ops.append(TracedOp(
             name=name, phase=self.phase,
             in_shapes=tuple(tuple(t.shape) for t in tensors_in),
             out_shapes=tuple(out_shapes),
             dtype=str(ref.dtype).removeprefix("torch.") if ref is not None else "",
-            flops=arith.flops, bytes_read=0 if view else nbytes(tensors_in),
-            bytes_written=0 if view else nbytes(tensors_out), deps=tuple(sorted(deps)),
+            flops=arith.flops, bytes_read=0 if view else _bytes_read(name, tensors_in, tensors_out),
+            bytes_written=0 if view else sum(_nbytes(t) for t in tensors_out),
+            deps=tuple(sorted(deps)),
             gemms=arith.gemms, attention=arith.attention, view=view, block=self.block,
+            param=param, twin=twin,
         ))
         if not view:  # a view aliases: readers of it wait for the op that wrote the storage
             for t in tensors_out:
                 self.writer[_storage_key(t)] = index
+
+
+    def _twin(self, index: int) -> int:
+        """Forward: remember the autograd node this op created (the thread's sequence counter
+        moved past it); backward: the forward op of the node that runs this op (-1 if none)."""
+        torch = self.torch
+        if self.phase == 0:
+            seq = int(torch._C._autograd._get_sequence_nr()) - 1
+            if seq != self.last_seq:
+                self.seq_op[seq] = index
+                self.last_seq = seq
+            return -1
+        node = torch._C._current_autograd_node()
+        return self.seq_op.get(int(node._sequence_nr()), -1) if node is not None else -1
 
 
 def _fused_attention_mode(torch: Any) -> Any:
@@ -234,7 +285,7 @@ def trace_step(
         raise InputError("optimizer", optimizer, f"must be one of {', '.join(OPTIMIZERS)}")
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     param_keys = {_storage_key(p): i for i, (_, p) in enumerate(named)}
-    rec = _Recorder(torch, param_keys)
+    rec = _Recorder(torch, param_keys, [int(p.numel()) for _, p in named])
     saved: dict[int, int] = {}
 
     def pack(t: Any) -> Any:

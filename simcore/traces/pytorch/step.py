@@ -35,6 +35,11 @@ class TracedOp:
         block: index of the named repeated block the op belongs to (forward or backward), or
             :data:`BEFORE_BLOCKS` / :data:`AFTER_BLOCKS` (e.g. the embedding / the head and
             the loss); :data:`BEFORE_BLOCKS` when no blocks were named.
+        param: index (into :attr:`TracedStep.params`) of a parameter the kernel reads directly
+            (a linear layer's weight in its forward product), or -1.
+        twin: for a backward op, the index of the forward op whose gradient it computes (the
+            autograd node it ran in, linked by the node's sequence number as the PyTorch
+            profiler links forward and backward ops), or -1.
     """
 
     name: str
@@ -50,6 +55,8 @@ class TracedOp:
     attention: tuple[float, ...] = ()
     view: bool = False
     block: int = -1
+    param: int = -1
+    twin: int = -1
 
 
 @dataclass(frozen=True)

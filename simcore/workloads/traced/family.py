@@ -14,9 +14,11 @@ as DDP / ZeRO / FSDP issue it), and:
 - **samples per iteration**: the global batch (tokens: the same; a traced model has no known
   sequence axis).
 
-Data parallelism, and pipeline parallelism over the blocks named when tracing; a plan with
-``tp``, ``cp``, ``ep`` or ``vp`` above 1, or more stages than blocks, is rejected with its
-reason. With a pipeline, a stage holds its parameters and a share of the saved activations in
+Data parallelism, pipeline parallelism over the blocks named when tracing and tensor
+parallelism of their linear layers (:mod:`.tensor_parallel`; without sequence parallelism or
+TP communication overlap); a plan with ``cp``, ``ep`` or ``vp`` above 1, or more stages than
+blocks, is rejected with its reason. Weights, gradients, optimizer states and saved
+activations are those of one TP rank. With a pipeline, a stage holds its parameters and a share of the saved activations in
 proportion to the bytes its forward ops write (an approximation: the trace does not attribute
 saved tensors to blocks), times the micro-batches 1F1B keeps in flight there (``min(pp - s,
 m)``, Narayanan et al. 2021).
@@ -39,6 +41,7 @@ from simcore.workloads._base import Workload
 from simcore.workloads.layout import RankLayout
 from simcore.workloads.traced.generator import TracedWorkload, build_traced, stage_split
 from simcore.workloads.traced.spec import TracedSpec
+from simcore.workloads.traced.tensor_parallel import split_step
 
 __all__ = ["TracedFamily", "tiny_step"]
 
@@ -95,12 +98,17 @@ class TracedFamily:
         return TracedSpec(trace=path, name="tiny_mlp")
 
     def check(self, spec: TracedSpec, parallel: ParallelSpec, cluster: SystemSpec) -> str | None:
-        """Data parallelism only; the micro-batch is the traced batch."""
-        for key in ("tp", "cp", "ep", "vp"):
+        """Data, pipeline and tensor parallelism; the micro-batch is the traced batch."""
+        for key in ("cp", "ep", "vp"):
             if getattr(parallel, key) != 1:
                 return str(InputError(f"parallel.{key}", getattr(parallel, key),
-                                      "the traced family generates data and pipeline "
+                                      "the traced family generates data, pipeline and tensor "
                                       "parallelism only"))
+        if parallel.tp > 1:
+            for key in ("sequence_parallel", "tp_comm_overlap"):
+                if getattr(parallel, key):
+                    return str(InputError(f"parallel.{key}", True, "the traced family's tensor "
+                                          "parallelism has neither"))
         try:
             step = spec.step
         except (OSError, InputError) as err:
@@ -110,6 +118,11 @@ class TracedFamily:
             return str(InputError("parallel.pp", parallel.pp,
                                   f"needs at least pp blocks named when tracing (--blocks); the "
                                   f"trace has {step.num_blocks}"))
+        if parallel.tp > 1:
+            try:
+                split_step(step, parallel.tp)
+            except InputError as err:
+                return str(err)
         if parallel.micro_batch != batch:
             return str(InputError("parallel.micro_batch", parallel.micro_batch,
                                   f"must equal the traced batch size {batch}"))
@@ -121,7 +134,7 @@ class TracedFamily:
 
     def footprint(self, spec: TracedSpec, parallel: ParallelSpec, stage: int = 0) -> dict[str, int]:
         """Bytes per GPU of pipeline stage ``stage`` by part (see the module docstring)."""
-        step, z = spec.step, parallel.zero_stage
+        step, z = split_step(spec.step, parallel.tp).step, parallel.zero_stage
         dp = parallel.dp_size
         op_stage, stage_params = stage_split(step, parallel)
         mine = [step.params[i] for i in stage_params[stage]]

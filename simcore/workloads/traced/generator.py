@@ -4,7 +4,9 @@ Compute: every recorded op that runs a kernel becomes a node on the in-order str
 ``s0.compute`` (program order, as a CUDA stream), costed by the calibrated kernel models of the
 target accelerator (:mod:`simcore.hardware.compute`): matrix products and convolutions as GEMMs
 (a batched product or a grouped convolution as one GEMM of ``count x m`` rows, the transformer
-family's convention for batched GEMMs), fused attention cores by the attention model, every
+family's convention for batched GEMMs), fused attention cores as the transformer family costs
+its core (:func:`~simcore.workloads.transformer.layers.attention_core`: the attention model, or
+with ``parallel.flash_attention = false`` Megatron's unfused batched GEMMs and softmax), every
 other op as a memory-bound kernel over the bytes it reads and writes; views cost nothing. The
 traced batch is one micro-batch; ``num_micro_batches`` of them run back to back.
 
@@ -30,12 +32,19 @@ the ops before the first block (embedding) go to the first stage and those after
 (head, loss) to the last; each stage runs the 1F1B program of
 :func:`~simcore.workloads.pipeline.stage_program` and sends the boundary block's output
 activation forward (its gradient backward) on the ``pp{a}>{b}`` link stream, as the
-transformer family does; data parallelism then applies per stage to that stage's parameters.
+transformer family does (``1/tp`` of it per rank with tensor parallelism, Megatron's
+scatter/gather, Narayanan et al. 2021 §4.1); data parallelism then applies per stage to that stage's parameters.
 
 The optimizer step runs after every gradient reduction: the traced optimizer ops as
 memory-bound kernels when the trace holds them, else Adam's 28 bytes per parameter
 (fp32 master weight, moments, gradient read and weight write), divided over the data-parallel
 ranks with ZeRO >= 1.
+
+Tensor parallelism (``parallel.tp > 1``, named blocks): :mod:`.tensor_parallel` splits the
+blocks' linear layers Megatron-style; each op is costed as one TP rank runs it and the TP
+all-reduces are blocking collectives on the compute stream (``s0.compute``), as the transformer
+family issues them without TP communication overlap; DP and the optimizer see the split
+parameters.
 """
 
 from __future__ import annotations
@@ -59,11 +68,13 @@ from simcore.workloads._base import Workload
 from simcore.workloads.layout import RankLayout
 from simcore.workloads.pipeline import stage_program
 from simcore.workloads.traced.spec import DDP_FIRST_BUCKET_MB, TracedSpec
+from simcore.workloads.traced.tensor_parallel import split_step
+from simcore.workloads.transformer.layers import attention_core
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "TracedWorkload", "build_traced", "ddp_buckets", "stage_split"]
 
 OPTIMIZER_BYTES_PER_PARAM = 28.0
-_DP, _PP = 1, 2  # engine.result.COMM_KINDS indices of data-parallel and pipeline traffic
+_TP, _DP, _PP = 0, 1, 2  # engine.result.COMM_KINDS indices of tensor, data-parallel, pipeline traffic
 _SEND_BASE = 1 << 40  # explicit ids of pipeline sends, referenced before they are added
 _OPT = PHASES.index("optimizer")
 
@@ -176,6 +187,11 @@ class _Stage:
                 self.pending = []
             else:  # a view that needed a gather: the next kernel waits for it
                 self.pending += gathers
+            if i in g.tp_after:  # blocking TP all-reduce on the compute stream
+                self.last = g.b.add(NodeKind.COLLECTIVE, resources=[self.compute],
+                                    deps=self.pending + self._after_last(), rank=self.s,
+                                    name="tp_allreduce", template=g.tp_after[i], stage=self.s)
+                self.pending = []
             if reduce and g.par.dp_overlap:
                 for k in self.ready_at.get(i, []):
                     tr = g.coll("dp_grad_reduce", rtype, self._bytes(self.buckets[k]))
@@ -188,7 +204,8 @@ class _Stage:
     def send(self, forward: bool, micro_batch: int, dst: int) -> None:
         g = self.g
         nid = g.send_id(forward, micro_batch, self.s)
-        nbytes = g.step.block_out_bytes[g.last_block[min(self.s, dst)]]
+        # Megatron's scatter/gather: each TP rank sends 1/tp of the boundary activation
+        nbytes = g.step.block_out_bytes[g.last_block[min(self.s, dst)]] / g.par.tp
         k = g.ops.kernel("p2p", float(nbytes), float(g.spans["pp"].cross_node))
         t = g.ops.template("pp_send", [(k, 1.0)], _PP)
         g.b.add(NodeKind.SEND, resources=[Stream.link(self.s, dst)], deps=self._after_last(),
@@ -233,11 +250,15 @@ class _Shared:
     """What every stage shares: the step, the plan, the op table, the graph builder."""
 
     def __init__(self, step: TracedStep, spec: TracedSpec, par: ParallelSpec,
-                 gpus_per_node: int) -> None:
+                 gpus_per_node: int, tp_after: dict[int, int] | None = None) -> None:
         self.step, self.spec, self.par = step, spec, par
         self.ops = OpTable()
         self.b = GraphBuilder(f"traced {spec.name or step.name}")
         self.spans = RankLayout.of(par, gpus_per_node).spans()
+        tp = self.spans["tp"]
+        self.tp_after = {i: self.ops.template("tp_allreduce", [(self.ops.kernel(
+            "coll", int(CommType.ALL_REDUCE), float(nbytes), tp.size, tp.ranks_per_node), 1.0)], _TP)
+            for i, nbytes in (tp_after or {}).items()}
         self.zero = par.zero_stage
         self.shard = par.dp_size if self.zero >= 1 else 1
         self.tmpl = [self._template(op) for op in step.ops]
@@ -257,9 +278,9 @@ class _Shared:
         parts: list[tuple[int, float]] = []
         for m, n, k, count in op.gemms:
             parts.append((self.ops.kernel("gemm", m * count, n, k), 1.0))
-        if op.attention:
+        if op.attention:  # the transformer family's core: fused, or Megatron's unfused one
             bh, sq, skv, d, w = op.attention
-            parts.append((self.ops.kernel("attn", bh, sq, skv, d), w))
+            parts += attention_core(self.ops, bh, sq, skv, d, self.par.flash_attention, w == 1.0)
         if not parts:
             nbytes = op.bytes_read + op.bytes_written
             if nbytes <= 0:
@@ -276,7 +297,7 @@ class _Shared:
         """The step of ``params``: the traced optimizer ops (one stage), else Adam's bytes."""
         traced = [op for op in self.step.ops if op.phase == _OPT and not op.view
                   and op.bytes_read + op.bytes_written > 0]
-        if traced and self.par.pp == 1:
+        if traced and self.par.pp == 1 and self.par.tp == 1:
             parts = [(self.ops.kernel("mem", float(op.bytes_read + op.bytes_written)),
                       1.0 / self.shard) for op in traced]
         else:
@@ -306,10 +327,11 @@ def stage_split(step: TracedStep, parallel: ParallelSpec) -> tuple[list[int], li
 
 def build_traced(spec: TracedSpec, parallel: ParallelSpec, gpus_per_node: int) -> TracedWorkload:
     """The iteration graph of one data-parallel rank per pipeline stage of ``spec`` under the
-    resolved ``parallel`` (``tp = cp = ep = vp = 1``; ``pp`` up to the named blocks; checked by
-    the family)."""
-    step = spec.step
-    g = _Shared(step, spec, parallel, gpus_per_node)
+    resolved ``parallel`` (``cp = ep = vp = 1``; ``pp`` up to the named blocks, ``tp`` over
+    their linear layers; checked by the family)."""
+    split = split_step(spec.step, parallel.tp)
+    step = split.step
+    g = _Shared(step, spec, parallel, gpus_per_node, split.allreduce_after)
     pp = parallel.pp
     op_stage, params = stage_split(step, parallel)
     fwd: list[list[int]] = [[] for _ in range(pp)]

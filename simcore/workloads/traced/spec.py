@@ -1,16 +1,17 @@
 """Spec of the traced family: a recorded training step (an ET file written by ``simsweep trace``).
 
-The spec names the file; the step is read once per file version (cached) without PyTorch. Field names
+The spec names the file; the step is read once per file content (cached by the size and a
+BLAKE2b hash of the bytes, the ET cache's key: never the path or mtime, which ``cp -p`` or
+``rsync -t`` keep when they replace a file) without PyTorch. Field names
 are the YAML keys of the ``workload`` config group when ``workload.family = traced``.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from functools import lru_cache
 
 from simcore.errors import require
+from simcore.traces.chakra.cache import content_key
 from simcore.traces.pytorch.step import TracedStep
 
 __all__ = ["DDP_BUCKET_MB", "DDP_FIRST_BUCKET_MB", "TracedSpec", "load_step"]
@@ -20,18 +21,23 @@ __all__ = ["DDP_BUCKET_MB", "DDP_FIRST_BUCKET_MB", "TracedSpec", "load_step"]
 DDP_BUCKET_MB = 25.0
 DDP_FIRST_BUCKET_MB = 1.0
 
+_STEPS: dict[tuple[int, str], TracedStep] = {}  # content key -> step, least recent first
+_STEPS_MAX = 16
+
 
 def load_step(path: str) -> TracedStep:
-    """The step stored at ``path`` (read once per file version: path, size and mtime)."""
-    st = os.stat(path)
-    return _load(path, st.st_size, st.st_mtime_ns)
-
-
-@lru_cache(maxsize=16)
-def _load(path: str, size: int, mtime_ns: int) -> TracedStep:
+    """The step stored at ``path`` (decoded once per content: size and hash of the bytes; the
+    same content under two paths is decoded once)."""
     from simcore.traces.pytorch.api import read_step
 
-    return read_step(path)
+    key = content_key(path)
+    step = _STEPS.pop(key, None)
+    if step is None:
+        step = read_step(path)
+        if len(_STEPS) >= _STEPS_MAX:
+            del _STEPS[next(iter(_STEPS))]  # least recently used first
+    _STEPS[key] = step
+    return step
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from simcore.specs.parallel import ParallelSpec
 from simcore.workloads.layout import GroupSpan
 from simcore.workloads.transformer.spec import ModelSpec
 
-__all__ = ["ACT_BYTES", "LayerOps", "Step", "build_layer_ops"]
+__all__ = ["ACT_BYTES", "LayerOps", "Step", "attention_core", "build_layer_ops"]
 
 ACT_BYTES = 2.0  # activations and gradients travel in 16-bit
 _BWD_GEMM = 2.0
@@ -53,6 +53,22 @@ class LayerOps:
     embed_bwd: int
     head_fwd: tuple[Step, ...]
     head_bwd: tuple[Step, ...]
+
+
+def attention_core(ops: OpTable, heads: float, s_q: float, s_kv: float, head_dim: float,
+                   flash: bool, fwd: bool) -> list[tuple[int, float]]:
+    """Kernels (and weights) of an attention core of ``heads`` (micro-batch x heads) query
+    sequences of ``s_q`` against ``s_kv`` keys: one fused kernel (backward 2.5x), or unfused
+    (batched QK^T and AV GEMMs, fused scale-mask-softmax and dropout over the 16-bit scores,
+    1-byte mask; backward 2x)."""
+    if flash:
+        return [(ops.kernel("attn", heads, s_q, s_kv, head_dim), 1.0 if fwd else _BWD_ATTN)]
+    qk = ops.kernel("gemm", heads * s_q, s_kv, head_dim)
+    av = ops.kernel("gemm", heads * s_q, head_dim, s_kv)
+    scores = heads * s_q * s_kv
+    softmax_dropout = ops.kernel("mem", scores * (2 * ACT_BYTES + 2 * ACT_BYTES + 1))
+    w = 1.0 if fwd else _BWD_GEMM
+    return [(qk, w), (av, w), (softmax_dropout, w)]
 
 
 class _Builder:
@@ -94,16 +110,8 @@ class _Builder:
         ``b a/t s^2`` 16-bit scores) and dropout (read, write, 1-byte mask); backward 2x."""
         m, p = self.m, self.p
         heads = p.micro_batch * m.num_heads / p.tp
-        s_q, s_kv = m.seq_len // p.cp, m.seq_len
-        if p.flash_attention:
-            core = self.ops.kernel("attn", heads, s_q, s_kv, m.head_dim)
-            return [(core, 1.0 if fwd else _BWD_ATTN)]
-        qk = self.ops.kernel("gemm", heads * s_q, s_kv, m.head_dim)
-        av = self.ops.kernel("gemm", heads * s_q, m.head_dim, s_kv)
-        scores = heads * s_q * s_kv
-        softmax_dropout = self.ops.kernel("mem", scores * (2 * ACT_BYTES + 2 * ACT_BYTES + 1))
-        w = 1.0 if fwd else _BWD_GEMM
-        return [(qk, w), (av, w), (softmax_dropout, w)]
+        return attention_core(self.ops, heads, m.seq_len // p.cp, m.seq_len, m.head_dim,
+                              p.flash_attention, fwd)
 
     def attention(self, scale: float, fwd: bool, tag: str) -> list[Step]:
         m, p = self.m, self.p

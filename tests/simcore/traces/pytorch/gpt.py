@@ -34,12 +34,17 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, layers: int = 2, hidden: int = 64, heads: int = 4, vocab: int = 256) -> None:
+    """``tie``: the output layer shares the word embedding's weight (Megatron-LM's default)."""
+
+    def __init__(self, layers: int = 2, hidden: int = 64, heads: int = 4, vocab: int = 256,
+                 tie: bool = False) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, hidden)
         self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
         self.norm = nn.LayerNorm(hidden, elementwise_affine=False)
         self.head = nn.Linear(hidden, vocab, bias=False)
+        if tie:
+            self.head.weight = self.embed.weight
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens)
@@ -56,3 +61,12 @@ def gpt_small() -> GPT:
 def broken() -> nn.Module:
     """A model that fails on any input of width != 8."""
     return nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+
+
+class GPTLM(GPT):
+    """:class:`GPT` returning its language-model loss: next-token cross-entropy over the logits
+    in fp32 (as Megatron-LM and mixed-precision training compute it)."""
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        logits = super().forward(tokens)
+        return F.cross_entropy(logits.float().flatten(0, 1), tokens.flatten())
