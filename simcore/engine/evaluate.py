@@ -226,7 +226,7 @@ class StageBreakdown:
 
 
 _DISTINCT_MIN_B = 32  # batches from this size find the distinct segment rows (once per structure)
-_TILE_BYTES = 8 * 2**20  # working set per batch tile: stays in reused heap, not fresh pages
+_TILE_BYTES = 4 * 2**20  # working set per batch tile (reused buffers; best of 2-32 MiB on GPT-3)
 
 
 def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
@@ -247,6 +247,7 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
     b = tdur.shape[1]
     rows = max(cw.plan.num_segments, cw.plan.num_chains, 1)
     tile = int(max(16, min(b, _TILE_BYTES // (8 * rows))))
+    tile = -(-b // -(-b // tile))  # equal tiles: no narrow last tile paying every level's call
     parts = []
     for lo in range(0, b, tile):
         cols = slice(lo, min(b, lo + tile))
