@@ -20,7 +20,7 @@ from simcore.engine.evaluate import CompiledWorkload, template_durations
 from simcore.fidelity._base import FloatArray
 from simcore.fidelity.contention import collective_stretch, compute_slowdown
 from simcore.fidelity.overlap import overlap_slowdown
-from simcore.hardware.batch import SystemBatch
+from simcore.hardware.batch import SystemBatch, per_distinct
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads._base import Workload
@@ -53,7 +53,8 @@ class CalibratedFidelity:
         """(B,) compute slowdown beside a collective, minus one: the fitted one (``nccl``
         engine) or the endpoint contention model."""
         fitted = overlap_slowdown(sb)[0] - 1.0
-        nccl = np.array([s.endpoint.collective_engine == "nccl" for s in sb.specs])
+        nccl = per_distinct(lambda e: e.collective_engine == "nccl",
+                            [s.endpoint for s in sb.specs])
         return fitted if nccl.all() else np.where(nccl, fitted, compute_slowdown(sb))
 
     def supports(self, feature: str) -> str | None:
