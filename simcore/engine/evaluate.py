@@ -28,6 +28,7 @@ from simcore.engine.schedule import (
     compile_plan,
     plan_from_chains,
     run_chains_by_level,
+    segment_buffer,
 )
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
 from simcore.ir.graph import Graph
@@ -300,7 +301,8 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
         rows, row_stage, row_of = cw.distinct_segments
         seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
-        seg_dur = (seg_comp * scale[row_stage] + seg_other).take(row_of, axis=0)
+        seg_dur = (seg_comp * scale[row_stage] + seg_other).take(
+            row_of, axis=0, out=segment_buffer(cw.plan, tdur.shape[1]))
     else:
         seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
