@@ -24,6 +24,7 @@ def worker(batches: int, batch_size: int) -> float:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import numpy as np
     from bench_sweep import CASES, _plan
+
     from search.run.batch import evaluate_batch
     from search.sweep.driver import iter_batches
 
