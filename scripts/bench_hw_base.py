@@ -24,8 +24,9 @@ def worker(batches: int, batch_size: int) -> float:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import numpy as np
     from bench_sweep import CASES, _plan
-    from search.driver import iter_batches
-    from search.workers import evaluate_batch
+
+    from search.run.batch import evaluate_batch
+    from search.sweep.driver import iter_batches
 
     with tempfile.TemporaryDirectory() as tmp:
         plan, _ = _plan(CASES["gpt3"][1], [f"sweep.output_dir={tmp}/probe"])

@@ -28,7 +28,7 @@ from simcore.engine.result import COMM_KINDS, BatchResult
 from simcore.errors import InputError
 from simcore.fidelity import Fidelity, get_fidelity
 from simcore.fidelity.intervals import interval_columns
-from simcore.hardware.batch import SystemBatch
+from simcore.hardware.batch import SystemBatch, per_distinct
 from simcore.memory.capacity import check_capacity, check_stage_pools
 from simcore.memory.offload import apply_memory_tier
 from simcore.specs.parallel import ParallelSpec
@@ -168,7 +168,9 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
         raise InputError("systems", 0, "a batch needs at least one system")
     fid = get_fidelity(fidelity)
     family = family_of(model)
-    keys = {structure_key(model, parallel, s) for s in systems}
+    # structure_key of each system without re-hashing model and plan per point
+    keys = {(s.num_gpus, s.gpus_per_node, s.pool_structure if s.pools else None)
+            for s in systems}
     if len(keys) != 1:
         raise InputError("systems", f"{len(keys)} structures",
                          "all systems of a batch must share num_gpus, gpus_per_node and pools")
@@ -187,7 +189,8 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
                 model, parallel, [s for s, m in zip(systems, mixed, strict=True) if not m],
                 fidelity)))
         return _merge(b, parts)
-    supported = np.array([_peak_tflops(s, par.precision) > 0 for s in systems])
+    supported = per_distinct(lambda acc: _acc_peak_tflops(acc, par.precision) > 0,
+                             [s.accelerator for s in systems])
     if not supported.all():
         return _split_unsupported(model, parallel, systems, supported, par.precision, fidelity)
     cw = _compiled(model, par, systems[0].gpus_per_node, fidelity)
@@ -195,7 +198,7 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
     peak = sb.peak_flops[par.precision]
     fits, peak_gib, reasons = check_capacity(*family.peak_footprint(model, par), sb)
     tier = None
-    if any(s.memory.offloads for s in systems):
+    if per_distinct(lambda mem: mem.offloads, [s.memory for s in systems]).any():
         why = fid.supports("memory_offload")
         if why is None:
             # frozen specs satisfy the ModelLike/ParallelLike protocols read-only
@@ -278,8 +281,8 @@ def _merge(b: int, parts: Sequence[tuple[NDArray[np.int64], BatchResult]]) -> Ba
     return BatchResult(**{**out.__dict__, "reason": tuple(reasons)})
 
 
-def _peak_tflops(system: SystemSpec, precision: str) -> float:
-    return float(getattr(system.accelerator, f"peak_tflops_{precision}", 0.0))
+def _acc_peak_tflops(acc: object, precision: str) -> float:
+    return float(getattr(acc, f"peak_tflops_{precision}", 0.0))
 
 
 def _split_unsupported(model: Hashable, parallel: ParallelSpec, systems: Sequence[SystemSpec],

@@ -14,7 +14,11 @@ For the representative GPU of a pipeline stage, with T the iteration time:
   for other pipeline stages (the pipeline bubble, as it comes out of the schedule).
 
 Interval unions are measured per design point with a sort and a running maximum, vectorized
-over the batch axis.
+over the batch axis. The design points of a batch are hardware variants of one structure,
+which mostly issue their intervals in the same order: one column's sort order and one
+column's positions of the pieces among the compute intervals are checked on every column
+(exact comparisons) and only the columns / entries where they do not hold are sorted or
+searched on their own.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["union_measure"]
+__all__ = ["exposed_by_kind", "union_measure"]
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 
 
 def _union_pieces(starts: FloatArray, ends: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -47,39 +52,111 @@ def union_measure(starts: FloatArray, ends: FloatArray) -> FloatArray:
     return np.asarray((hi - lo).sum(axis=0))
 
 
+def _sorted_by_start(starts: FloatArray, ends: FloatArray, label: IntArray
+                     ) -> tuple[FloatArray, FloatArray, IntArray]:
+    """``starts`` / ``ends`` (n, B) sorted by start in every column (stable: equal starts keep
+    their row order) and the label of each sorted row: (n,) when one order sorts every
+    column, else (n, B).
+
+    The first column's order is kept for every column where it is *the* stable order
+    (each next start greater, or equal with a later row). The other columns, nearly sorted
+    in that order (a few swapped neighbours), are sorted from it (timsort, ~linear on such
+    input); a column whose equal starts then sit out of row order (rare) is sorted from
+    scratch. Every column gets exactly its ``argsort(kind="stable")`` order.
+    """
+    ref = np.argsort(starts[:, 0], kind="stable")
+    s = starts.take(ref, axis=0)
+    e = ends.take(ref, axis=0)
+    if s.shape[0] < 2:
+        return s, e, label[ref]
+    bad = np.flatnonzero(~_is_stable_order(s, ref[:, None]))
+    if bad.size == 0:
+        return s, e, label[ref]
+    cols = starts[:, bad]
+    order = ref[np.argsort(s[:, bad], axis=0, kind="stable")]
+    sorted_cols = np.take_along_axis(cols, order, axis=0)
+    ties = np.flatnonzero(~_is_stable_order(sorted_cols, order))
+    if ties.size:
+        order[:, ties] = np.argsort(cols[:, ties], axis=0, kind="stable")
+        sorted_cols[:, ties] = np.take_along_axis(cols[:, ties], order[:, ties], axis=0)
+    s[:, bad] = sorted_cols
+    e[:, bad] = np.take_along_axis(ends[:, bad], order, axis=0)
+    kinds = np.repeat(label[ref][:, None], s.shape[1], axis=1)
+    kinds[:, bad] = label[order]
+    return s, e, kinds
+
+
+def _is_stable_order(s: FloatArray, rows: IntArray) -> NDArray[np.bool_]:
+    """(B,) whether ``s`` (n, B), the starts of rows ``rows`` ((n, 1) or (n, B)) in that
+    order, is the stable sort of its column: each next start greater, or equal with a later
+    row."""
+    ahead = s[1:] > s[:-1]
+    ahead |= (s[1:] == s[:-1]) & (rows[1:] > rows[:-1])
+    return np.asarray(ahead.all(axis=0))
+
+
 class _Cover:
     """G(t) = |C n [0, t]| for C the union of disjoint intervals sorted by start (the same
-    order in every column: an in-order stream), evaluated for (m, B) queries with one
-    ``searchsorted`` over all columns (each column shifted by its own offset)."""
+    order in every column: an in-order stream), evaluated for (m, B) queries.
+
+    Rows are padded with a first row (start -inf, end -inf, prefix 0) so "no interval at or
+    before t" is row 0 and needs no mask, and a last row (start +inf) bounding the search.
+    """
 
     def __init__(self, starts: FloatArray, ends: FloatArray) -> None:
         n, b = starts.shape
         self.n, self.b = n, b
-        span = float(max(np.abs(ends).max(), np.abs(starts).max())) if n else 0.0
-        self.offset = np.arange(b, dtype=np.float64)[:, None] * (2.0 * span + 1.0)
-        self.flat = (starts.T + self.offset).ravel()
-        self.ends = np.ascontiguousarray(ends.T)
-        self.prefix = np.cumsum(self.ends - starts.T, axis=1)
+        self.starts = np.empty((n + 2, b))
+        self.starts[0] = -np.inf
+        self.starts[1:-1] = starts
+        self.starts[-1] = np.inf
+        self.ends = np.empty((n + 1, b))
+        self.ends[0] = -np.inf
+        self.ends[1:] = ends
+        self.prefix = np.zeros((n + 1, b))
+        np.cumsum(ends - starts, axis=0, out=self.prefix[1:])
+
+    def rows(self, t: FloatArray) -> tuple[IntArray, IntArray, IntArray]:
+        """Padded row of the last interval starting at or before each of the (m, B) times
+        ``t`` in its column: ((m,) row shared by the columns where it holds; the entries
+        (r, c) where it does not hold, and their own rows), by exact comparisons."""
+        col0 = np.ascontiguousarray(self.starts[1:-1, 0])
+        k = np.searchsorted(col0, t[:, 0], side="right")  # 0 = none (padded row)
+        ok = self.starts.take(k, axis=0) <= t
+        ok &= self.starts.take(k + 1, axis=0) > t
+        r, c = np.nonzero(~ok)
+        if r.size == 0:
+            return k, r, r
+        # the others: a binary search per entry, over the padded column
+        tq = t[r, c]
+        lo = np.zeros(r.size, dtype=np.int64)
+        hi = np.full(r.size, self.n + 1, dtype=np.int64)
+        flat = self.starts.ravel()
+        while True:
+            open_ = hi - lo > 1
+            if not open_.any():
+                break
+            mid = (lo + hi) // 2
+            le = flat.take(mid * self.b + c) <= tq
+            lo = np.where(open_ & le, mid, lo)
+            hi = np.where(open_ & ~le, mid, hi)
+        return k, np.stack([r, c]), lo
 
     def covered(self, t: FloatArray) -> FloatArray:
         """(m, B) G(t) for (m, B) times ``t``."""
         if self.n == 0:
             return np.zeros_like(t)
-        m = t.shape[0]
-        tt = np.ascontiguousarray(t.T)  # (B, m): one row of queries per column
-        q = tt + self.offset
-        j = np.searchsorted(self.flat, q.ravel(), side="right")  # flat index + 1
-        base = (np.arange(self.b) * self.n).repeat(m)  # first flat index of each column
-        has = j > base
-        j -= 1
-        np.maximum(j, base, out=j)  # flat index of the last interval starting at or before t
-        inside = self.ends.ravel().take(j)
-        inside -= tt.ravel()
+        k, rc, own = self.rows(t)
+        inside = self.ends.take(k, axis=0)
+        g = self.prefix.take(k, axis=0)
+        if own.size:
+            r, c = rc
+            inside[r, c] = self.ends[own, c]
+            g[r, c] = self.prefix[own, c]
+        inside -= t
         np.maximum(inside, 0.0, out=inside)
-        g = self.prefix.ravel().take(j)
         g -= inside
-        np.putmask(g, ~has, 0.0)
-        return np.asarray(g.reshape(self.b, m).T)
+        return g
 
 
 def exposed_by_kind(
@@ -107,15 +184,14 @@ def exposed_by_kind(
     starts = np.vstack([comm[k][0] for k in present])
     ends = np.vstack([comm[k][1] for k in present])
     label = np.repeat(np.arange(len(present)), [comm[k][0].shape[0] for k in present])
-    order = np.argsort(starts, axis=0, kind="stable")
-    s = np.take_along_axis(starts, order, axis=0)
-    e = np.take_along_axis(ends, order, axis=0)
+    s, e, kinds = _sorted_by_start(starts, ends, label)
     run = np.maximum.accumulate(e, axis=0)
     lo = np.maximum(s, np.concatenate([s[:1], run[:-1]], axis=0))
     hi = np.maximum(lo, e)
     g = _Cover(comp_start, comp_end).covered(np.vstack([lo, hi]))
     n = lo.shape[0]
     outside = (hi - lo) - (g[n:] - g[:n])
-    kinds = label[order]
+    if kinds.ndim == 1:
+        kinds = kinds[:, None]
     out = {k: np.where(kinds == i, outside, 0.0).sum(axis=0) for i, k in enumerate(present)}
     return out, np.asarray((hi - lo).sum(axis=0))

@@ -28,6 +28,7 @@ from simcore.engine.schedule import (
     compile_plan,
     plan_from_chains,
     run_chains_by_level,
+    segment_buffer,
 )
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
 from simcore.ir.graph import Graph
@@ -228,7 +229,7 @@ class StageBreakdown:
 
 
 _DISTINCT_MIN_B = 32  # batches from this size find the distinct segment rows (once per structure)
-_TILE_BYTES = 8 * 2**20  # working set per batch tile: stays in reused heap, not fresh pages
+_TILE_BYTES = 4 * 2**20  # working set per batch tile (reused buffers; best of 2-32 MiB on GPT-3)
 
 
 def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
@@ -251,6 +252,7 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
     b = tdur.shape[1]
     rows = max(cw.plan.num_segments, cw.plan.num_chains, 1)
     tile = int(max(16, min(b, _TILE_BYTES // (8 * rows))))
+    tile = -(-b // -(-b // tile))  # equal tiles: no narrow last tile paying every level's call
     parts = []
     for lo in range(0, b, tile):
         cols = slice(lo, min(b, lo + tile))
@@ -305,7 +307,8 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
         rows, row_stage, row_of = cw.distinct_segments
         seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
-        seg_dur = (seg_comp * scale[row_stage] + seg_other).take(row_of, axis=0)
+        seg_dur = (seg_comp * scale[row_stage] + seg_other).take(
+            row_of, axis=0, out=segment_buffer(cw.plan, tdur.shape[1]))
     else:
         seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))

@@ -122,24 +122,28 @@ class SchedulePlan:
         return self.node_level().seg_ptr
 
     def workspace(self, b: int) -> tuple[FloatArray, list[tuple[Any, ...]]]:
-        """Reused (C, B) start buffer (rows in level order) and the per-level operations on
-        views of it and of two (E, B) gather buffers, for a batch of ``b`` (per thread; fresh
-        pages are expensive, so repeated batches reuse them; root rows stay 0)."""
+        """Reused (C + S, B) buffer, the chain starts (rows in level order) above the segment
+        ends, and the per-level operations on views of it and of a (2E, B) gather buffer, for
+        a batch of ``b`` (per thread; fresh pages are expensive, so repeated batches reuse
+        them; root rows stay 0). A level gathers its predecessors' starts and segment ends
+        with one ``take`` from the joint buffer."""
         key = (threading.get_ident(), b)
         work = self._work.get(key)
         if work is None:
+            c = self.num_chains
             e = max([st.pred_segs.size for st in self.steps] + [1])
-            start = np.zeros((self.num_chains, b))
-            ga, gb = np.empty((e, b)), np.empty((e, b))
+            joint = np.zeros((c + self.num_segments, b))
+            gather = np.empty((2 * e, b))
             prog: list[tuple[Any, ...]] = []
             for st in self.steps:
                 if st.k < 0:
                     continue
                 n, m = st.pred_segs.size, st.hi - st.lo
-                blocks = [ga[j * m:(j + 1) * m] for j in range(max(st.k, 1))]
-                prog.append((st.k, st.pred_chains, st.pred_segs, start[st.lo:st.hi], ga[:n],
-                             gb[:n], blocks, st.seg))
-            work = (start, prog)
+                blocks = [gather[j * m:(j + 1) * m] for j in range(max(st.k, 1))]
+                both = np.concatenate([st.pred_chains, st.pred_segs + c])
+                prog.append((st.k, both, joint[st.lo:st.hi], gather[:n], gather[n:2 * n],
+                             gather[:2 * n], blocks, st.seg))
+            work = (joint, prog)
             if len(self._work) >= 8:
                 self._work.clear()
             self._work[key] = work
@@ -456,11 +460,19 @@ class LevelTimes:
         return np.asarray(finish.max(axis=0))
 
 
+def segment_buffer(plan: SchedulePlan, b: int) -> FloatArray:
+    """The (S, B) rows of the plan's reused workspace that hold the segment ends: segment
+    durations written here and passed to :func:`run_chains_by_level` with ``overwrite`` are
+    not copied (valid until the next run of the plan with the same B on this thread)."""
+    joint, _ = plan.workspace(b)
+    return joint[plan.num_chains:]
+
+
 def run_chains_by_level(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool = False
                         ) -> LevelTimes:
     """Schedule a batch given the (S, B) duration of every segment; starts in level order.
     With ``overwrite`` the segment ends are accumulated in ``seg_dur`` itself (a float64
-    array the caller gives up)."""
+    array the caller gives up; :func:`segment_buffer` avoids one copy)."""
     seg_end = _segment_ends(plan, np.asarray(seg_dur, dtype=np.float64), overwrite)
     c = plan.num_chains
     b = seg_end.shape[1]
@@ -468,12 +480,15 @@ def run_chains_by_level(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool
         return LevelTimes(start_by_level=np.zeros((0, b)), level_pos=plan.level_pos,
                           chain_dur=np.zeros((0, b)), seg_end=seg_end)
     chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1]
-    start, prog = plan.workspace(b)
-    take, add, maximum, reduceat = start.take, np.add, np.maximum, np.maximum.reduceat
-    seg_take = seg_end.take
-    for k, pred_chains, pred_segs, rows, ta, tb, blocks, seg in prog:
-        take(pred_chains, 0, ta)
-        seg_take(pred_segs, 0, tb)
+    joint, prog = plan.workspace(b)
+    start = joint[:c]
+    below = joint[c:]
+    if not (seg_end.ctypes.data == below.ctypes.data and seg_end.shape == below.shape
+            and seg_end.strides == below.strides):  # else written in place (segment_buffer)
+        below[...] = seg_end
+    take, add, maximum, reduceat = joint.take, np.add, np.maximum, np.maximum.reduceat
+    for k, both, rows, ta, tb, tab, blocks, seg in prog:
+        take(both, 0, tab)
         if k == 1:
             add(ta, tb, rows)
         elif k > 1:

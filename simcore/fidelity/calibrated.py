@@ -25,7 +25,7 @@ from simcore.fidelity.contention import (
     overlapped_hbm_Bps,
 )
 from simcore.fidelity.overlap import overlap_slowdown
-from simcore.hardware.batch import SystemBatch
+from simcore.hardware.batch import SystemBatch, per_distinct
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads._base import Workload
@@ -61,7 +61,8 @@ class CalibratedFidelity:
         engine) or the endpoint contention model, by kernel class when the graph is given (on
         mixed pools the caller asks each pool's batch, :meth:`SystemBatch.pool`)."""
         fitted = overlap_slowdown(sb)[0] - 1.0
-        nccl = np.array([s.endpoint.collective_engine == "nccl" for s in sb.specs])
+        nccl = per_distinct(lambda e: e.collective_engine == "nccl",
+                            [s.endpoint for s in sb.specs])
         if nccl.all():
             return fitted
         if cw is None or parallel is None:
@@ -79,6 +80,7 @@ class CalibratedFidelity:
 
 def _phi(cw: CompiledWorkload, sb: SystemBatch, parallel: ParallelSpec) -> FloatArray | None:
     """Memory-bound share of compute when an endpoint engine is in use (else not needed)."""
-    if all(s.endpoint.collective_engine == "nccl" for s in sb.specs):
+    if per_distinct(lambda e: e.collective_engine == "nccl",
+                    [s.endpoint for s in sb.specs]).all():
         return None
     return memory_bound_fraction(cw, sb, parallel.precision)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from simcore.specs.system import (
     TopologyDimSpec,
 )
 
-__all__ = ["SystemBatch", "as_column", "as_row", "gather_by_pool"]
+__all__ = ["SystemBatch", "as_column", "as_row", "gather_by_pool", "per_distinct"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -57,6 +58,10 @@ def _peak_flops(pool: DevicePool, precision: str) -> float:
     return float(getattr(pool.accelerator, f"peak_tflops_{precision}")) * 1e12
 
 
+def _acc_peak_flops(acc: AcceleratorSpec, precision: str) -> float:
+    return float(getattr(acc, f"peak_tflops_{precision}")) * 1e12
+
+
 def _calibration(pool: DevicePool, key: str) -> float:
     return float(getattr(pool.calibration, key))
 
@@ -72,17 +77,18 @@ def _accelerator(pool: DevicePool) -> AcceleratorSpec:
 
 
 def _distinct(objs: list[Any]) -> tuple[list[Any], IntArray]:
-    """Distinct objects (by identity, in first-seen order) and the index of each."""
-    seen: dict[int, int] = {}
-    uniq: list[Any] = []
-    idx = np.empty(len(objs), dtype=np.int64)
-    for i, o in enumerate(objs):
-        j = seen.get(id(o))
-        if j is None:
-            j = seen[id(o)] = len(uniq)
-            uniq.append(o)
-        idx[i] = j
-    return uniq, idx
+    """Distinct objects (by identity, in order of their ``id``) and the index of each."""
+    ids = np.fromiter(map(id, objs), dtype=np.int64, count=len(objs))
+    _, first, idx = np.unique(ids, return_index=True, return_inverse=True)
+    return [objs[i] for i in first.tolist()], idx.reshape(-1).astype(np.int64)
+
+
+def per_distinct(get: Callable[[Any], Any], objs: Sequence[Any]) -> NDArray[Any]:
+    """(B,) ``get(o)`` for each of ``objs``, called once per distinct object (by identity):
+    the points of a sweep batch share their unchanged sub-specs, so a per-point read is a
+    handful of calls instead of B."""
+    uniq, idx = _distinct(list(objs))
+    return np.asarray([get(o) for o in uniq]).take(idx, axis=0)
 
 
 def _first_of(idx: IntArray, n: int) -> IntArray:
@@ -152,10 +158,17 @@ class SystemBatch:
         shape (B,) and (D, B)."""
         if len(systems) == 0:
             raise InputError("systems", 0, "a batch needs at least one system")
-        num_pools = {s.num_pools for s in systems}
+        num_pools = {max(1, n) for n in {len(s.pools) for s in systems}}  # SystemSpec.num_pools
         if len(num_pools) != 1:
             raise InputError("system.pools", sorted(num_pools),
                              "all systems of a batch must have the same number of pools")
+        if all(not s.pools for s in systems):  # one pool: read the system fields directly
+            return cls._one_pool(systems)
+        return cls._from_devices(systems)
+
+    @classmethod
+    def _from_devices(cls, systems: Sequence[SystemSpec]) -> SystemBatch:
+        """:meth:`from_specs` through each system's resolved device pools (any pools)."""
         devices = [s.devices for s in systems]
 
         def col(get: Callable[[SystemSpec], float]) -> FloatArray:
@@ -210,6 +223,49 @@ class SystemBatch:
             pool_tdp_w=grid(lambda d: _accelerator(d).tdp_w, by_acc),
             pool_scaleup_bandwidth_Bps=up_bw,
             pool_scaleup_latency_s=up_lat,
+        )
+
+    @classmethod
+    def _one_pool(cls, systems: Sequence[SystemSpec]) -> SystemBatch:
+        """:meth:`from_specs` for systems without ``pools`` (their one device pool is the
+        system's accelerator, calibration, scale-up fabric and ``num_gpus``): the same
+        arrays, each field read once per distinct sub-spec object."""
+        def col(get: Callable[[Any], float], objs: tuple[list[Any], IntArray]) -> FloatArray:
+            uniq, idx = objs
+            return np.array([float(get(o)) for o in uniq], dtype=np.float64).take(idx)
+
+        accs = _distinct([s.accelerator for s in systems])
+        cals = _distinct([s.calibration for s in systems])
+        ups = _distinct([s.scaleup for s in systems])
+        outs = _distinct([s.scaleout for s in systems])
+        peak = {p: col(partial(_acc_peak_flops, precision=p), accs) for p in PRECISIONS}
+        hbm_bw = col(lambda a: a.hbm_bandwidth_GBps * 1e9, accs)
+        hbm_cap = col(lambda a: a.hbm_capacity_gib * 2**30, accs)
+        calib = {k: col(attrgetter(k), cals) for k in _CALIBRATION_KEYS}
+        up_bw = col(lambda o: o.bandwidth_GBps * 1e9, ups)
+        up_lat = col(lambda o: o.latency_ns * 1e-9, ups)
+        num_gpus = np.array([float(s.num_gpus) for s in systems], dtype=np.float64)
+        return cls(
+            specs=tuple(systems),
+            num_gpus=num_gpus,
+            gpus_per_node=np.array([float(s.gpus_per_node) for s in systems], dtype=np.float64),
+            peak_flops=peak,
+            hbm_bandwidth_Bps=hbm_bw,
+            hbm_capacity_bytes=hbm_cap,
+            scaleup_bandwidth_Bps=up_bw,
+            scaleout_bandwidth_Bps=col(lambda o: o.bandwidth_GBps * 1e9, outs),
+            scaleup_latency_s=up_lat,
+            scaleout_latency_s=col(lambda o: o.latency_ns * 1e-9, outs),
+            calib=calib,
+            pool_count=num_gpus[None, :].copy(),
+            pool_peak_flops={p: v[None, :] for p, v in peak.items()},
+            pool_hbm_bandwidth_Bps=hbm_bw[None, :],
+            pool_hbm_capacity_bytes=hbm_cap[None, :],
+            pool_calib={k: v[None, :] for k, v in calib.items()},
+            pool_price_usd=col(lambda a: a.price_usd, accs)[None, :],
+            pool_tdp_w=col(lambda a: a.tdp_w, accs)[None, :],
+            pool_scaleup_bandwidth_Bps=up_bw[None, :],
+            pool_scaleup_latency_s=up_lat[None, :],
         )
 
     @property

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.hardware.batch import SystemBatch
+from simcore.hardware.batch import SystemBatch, per_distinct
 from simcore.hardware.batch import as_column as _col
 from simcore.hardware.batch import as_row as _row
 from simcore.ir.graph import CommType
@@ -112,7 +112,7 @@ def algorithm_collective_time_s(sb: SystemBatch, comm_type: object, nbytes: obje
     """
     calibrated = collective_time_s(sb, comm_type, nbytes, group_size, ranks_per_node)
     specs = tuple(s.collective for s in sb.specs)
-    if all(s.is_default for s in specs):
+    if per_distinct(lambda c: c.is_default, specs).all():
         return calibrated
     ct, size, n = _col(comm_type), _col(nbytes), _col(group_size)
     k = np.minimum(np.maximum(_col(ranks_per_node), 1.0), np.maximum(n, 1.0))

@@ -56,3 +56,23 @@ def test_ragged_level_takes_reduceat_path_and_matches() -> None:
     assert any(st.k == 0 for st in plan.steps)
     seg = np.random.default_rng(1).uniform(1.0, 2.0, size=(plan.num_segments, 5))
     np.testing.assert_array_equal(run_chains(plan, seg).chain_start, _reference(plan, seg))
+
+
+def test_segment_ends_written_in_the_workspace_give_the_same_starts() -> None:
+    """Segment durations written into ``segment_buffer`` (no copy) schedule exactly as a
+    separate array does, also on the next run reusing the buffer."""
+    from simcore.engine.schedule import run_chains_by_level, segment_buffer
+
+    rng = np.random.default_rng(5)
+    plan = _random_plan(3, 400, 6, 3)
+    assert np.diff(plan.chain_seg_ptr).max() > 1  # some chains accumulate several segments
+    for _ in range(2):
+        seg = rng.uniform(0.1, 10.0, size=(plan.num_segments, 9))
+        ref = _reference(plan, seg)
+        buf = segment_buffer(plan, 9)
+        buf[...] = seg
+        got = run_chains_by_level(plan, buf, overwrite=True)
+        assert np.shares_memory(got.seg_end, buf)
+        np.testing.assert_array_equal(got.start_by_level.take(plan.level_pos, axis=0), ref)
+        other = run_chains_by_level(plan, seg.copy())
+        np.testing.assert_array_equal(other.start_by_level.take(plan.level_pos, axis=0), ref)
