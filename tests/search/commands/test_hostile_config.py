@@ -56,6 +56,20 @@ def test_hostile_setting_is_one_line_naming_the_key(
     assert "secret" not in err
 
 
+def test_graph_size_bound_is_checked_before_the_build(capsys: pytest.CaptureFixture[str]) -> None:
+    """ZeRO-3 emits every layer's gathers as nodes: 32768 micro-batches x 96 layers is ~5e7
+    nodes. Refused from the estimate (limit graph_nodes) in seconds, as the point's reason."""
+    t0 = time.monotonic()
+    rc = main(["simulate", "workload=gpt3_175b", "system.num_gpus=16", "parallel.tp=8",
+               "parallel.zero_stage=3", "parallel.global_batch=65536"])
+    assert time.monotonic() - t0 < 60
+    out = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in out.out + out.err
+    status = [line for line in out.out.splitlines() if line.strip().startswith("status")]
+    assert len(status) == 1 and "INFEASIBLE" in status[0], out.out
+    assert "parallel.global_batch=65536" in status[0] and "limit graph_nodes" in status[0]
+
+
 def _fake_sweep_folder(out: Path, manifest: str | None = None) -> Path:
     (out / "results").mkdir(parents=True)
     pl.DataFrame({"point_id": [0, 1], "batch_id": [0, 0], "point_hash": ["a", "b"],
