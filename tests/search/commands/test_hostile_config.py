@@ -24,6 +24,7 @@ CASES: list[tuple[list[str], str]] = [
     (["sweep", "ray.max_batch_retries=-1"], "ray.max_batch_retries"),
     (["sweep", "sweep.flush_interval_s=nan"], "sweep.flush_interval_s"),
     (["sweep", "sweep.flush_interval_s=inf"], "sweep.flush_interval_s"),
+    (["sweep", "sweep.flush_interval_s=-1"], "sweep.flush_interval_s"),  # 0 (every batch) is valid
     (["sweep", "sweep.objective=bogus"], "sweep.objective"),
     (["sweep", "sweep.top_k=-1"], "sweep.top_k"),
     (["sweep", "tracking.request_timeout_s=0"], "tracking.request_timeout_s"),
