@@ -2,7 +2,9 @@
 
 Every family must: build a valid DAG on its tiny spec (acyclic, templates and stages in range,
 every stream typed), give in a batch of B systems exactly the B single-point results, and have
-a per-stage memory footprint that does not shrink when the micro-batch grows.
+a per-stage memory footprint that does not shrink when the micro-batch grows, and estimate the
+nodes its builder materialises (``graph_nodes``, the bound checked before a build) as an upper
+bound within twice the built count.
 """
 
 from __future__ import annotations
