@@ -61,7 +61,7 @@ def check_structure(model: Hashable, parallel: ParallelSpec, system: SystemSpec
     reason = family.check(model, par, system)
     if reason is not None:
         return None, reason
-    nodes = family.graph_nodes(model, par, system.gpus_per_node)
+    nodes = _graph_nodes(model, par, system.gpus_per_node)
     if nodes > limit("graph_nodes"):
         return None, str(InputError(
             "parallel.global_batch", par.global_batch,
@@ -72,6 +72,12 @@ def check_structure(model: Hashable, parallel: ParallelSpec, system: SystemSpec
             "SIMSWEEP_MAX_GRAPH_NODES): use a larger parallel.micro_batch, a smaller global batch "
             "or fewer layers"))
     return par, ""
+
+
+@lru_cache(maxsize=1024)
+def _graph_nodes(model: Hashable, par: ParallelSpec, gpus_per_node: int) -> int:
+    """The family's graph-size estimate, once per structure (checked for every batch)."""
+    return int(family_of(model).graph_nodes(model, par, gpus_per_node))
 
 
 @lru_cache(maxsize=32)
