@@ -122,8 +122,10 @@ def main() -> None:
     common = [*mode, f"sweep.batch_size={args.batch_size}", "sweep.progress=false",
               f"tracking.uri=sqlite:///{work / 'mlflow.db'}"]
     _ = Tracker(f"sqlite:///{work / 'mlflow.db'}", "warm-up").experiment_id  # create the store
-    ray.init(num_cpus=2, _temp_dir=f"/tmp/rs_bench{os.getpid()}", include_dashboard=False,
-             log_to_driver=False, configure_logging=False)
+    from search.run.workers import init_ray
+
+    ray_tmp = tempfile.mkdtemp(prefix="rs_bench", dir="/tmp")
+    init_ray(None, 2, ray_tmp)  # loopback only, in a private (0700) temp dir
     rows: list[tuple[str, ...]] = []
     try:
         for key in CASES if args.case == "all" else [args.case]:
@@ -131,6 +133,7 @@ def main() -> None:
     finally:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     head = ("sweep", "configuration", "wall s", "points/s end to end", "points/s eval loop",
             "per worker", "scaling eff.", "logging share")
     print("| " + " | ".join(head) + " |")

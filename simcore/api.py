@@ -29,6 +29,7 @@ from simcore.errors import InputError
 from simcore.fidelity import Fidelity, get_fidelity
 from simcore.fidelity.intervals import interval_columns
 from simcore.hardware.batch import SystemBatch, per_distinct
+from simcore.limits import limit
 from simcore.memory.capacity import check_capacity, check_stage_pools
 from simcore.memory.offload import apply_memory_tier
 from simcore.specs.parallel import ParallelSpec
@@ -50,7 +51,8 @@ def structure_key(model: Hashable, parallel: ParallelSpec, system: SystemSpec) -
 
 def check_structure(model: Hashable, parallel: ParallelSpec, system: SystemSpec
                     ) -> tuple[ParallelSpec | None, str]:
-    """Resolve ``parallel`` for ``system`` and check the family's shape rules.
+    """Resolve ``parallel`` for ``system``, check the family's shape rules and the graph-size
+    bound (``graph_nodes`` of :mod:`simcore.limits`, on the family's estimate: nothing is built).
 
     Returns:
         (resolved plan, '') when the structure is valid, else (None, one-line reason).
@@ -59,8 +61,27 @@ def check_structure(model: Hashable, parallel: ParallelSpec, system: SystemSpec
         par = parallel.resolve(system.num_gpus)
     except InputError as err:
         return None, str(err)
-    reason = family_of(model).check(model, par, system)
-    return (None, reason) if reason is not None else (par, "")
+    family = family_of(model)
+    reason = family.check(model, par, system)
+    if reason is not None:
+        return None, reason
+    nodes = _graph_nodes(model, par, system.gpus_per_node)
+    if nodes > limit("graph_nodes"):
+        return None, str(InputError(
+            "parallel.global_batch", par.global_batch,
+            f"with parallel.micro_batch={par.micro_batch}, dp={par.dp_size} "
+            f"({par.num_micro_batches} micro-batches per replica) and the workload's layers "
+            f"(workload.num_layers / depth / sequence lengths) the iteration graph has about "
+            f"{nodes:.3g} nodes, more than {limit('graph_nodes'):.3g} (limit graph_nodes, "
+            "SIMSWEEP_MAX_GRAPH_NODES): use a larger parallel.micro_batch, a smaller global batch "
+            "or fewer layers"))
+    return par, ""
+
+
+@lru_cache(maxsize=1024)
+def _graph_nodes(model: Hashable, par: ParallelSpec, gpus_per_node: int) -> int:
+    """The family's graph-size estimate, once per structure (checked for every batch)."""
+    return int(family_of(model).graph_nodes(model, par, gpus_per_node))
 
 
 @lru_cache(maxsize=32)

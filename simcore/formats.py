@@ -108,7 +108,9 @@ def write_workload(out: str, model: Any, parallel: Any, system: Any
                    ) -> tuple[list[Any], int, dict[int, tuple[int, ...]]]:
     """Write the configured workload as ``<out>.<rank>.et`` (one Chakra ET per rank; compute
     durations are the direct simulation's) through its family's exporter, using the family's
-    fast file path (``export_files``: each distinct node encoded once) where it has one.
+    fast file path (``export_files``: each distinct node encoded once) where it has one. The
+    total (ranks x nodes of a rank's stage) is bounded by ``export_nodes`` before anything is
+    written (:mod:`simcore.limits`).
 
     Returns:
         (paths written, total nodes, communicator groups).
@@ -117,6 +119,7 @@ def write_workload(out: str, model: Any, parallel: Any, system: Any
     from simcore.engine.evaluate import template_durations
     from simcore.errors import InputError
     from simcore.hardware import SystemBatch
+    from simcore.limits import limit
     from simcore.traces.chakra.export import write_files
     from simcore.workloads import family_of
     from simcore.workloads.layout import RankLayout
@@ -128,6 +131,15 @@ def write_workload(out: str, model: Any, parallel: Any, system: Any
     micros = np.asarray(template_durations(cw, SystemBatch.from_specs([system]),
                                            par.precision)[:, 0]) * 1e6
     layout = RankLayout.of(par, system.gpus_per_node)
+    condensed = getattr(cw.workload, "condensed", None)  # its node count needs no node built
+    graph_nodes = condensed.chains.num_nodes if condensed is not None else cw.workload.graph.num_nodes
+    per_rank = graph_nodes / max(cw.workload.num_stages, 1)  # a rank runs its stage's program
+    cap = limit("export_nodes")
+    if per_rank * layout.num_ranks > cap:
+        raise InputError("system.num_gpus", system.num_gpus,
+                         f"exporting {layout.num_ranks} ranks x ~{per_rank:.3g} nodes each is "
+                         f"~{per_rank * layout.num_ranks:.3g} Chakra nodes, more than {cap:.3g} "
+                         "(limit export_nodes, SIMSWEEP_MAX_EXPORT_NODES)")
     family = family_of(model)
     export_files = getattr(family, "export_files", None)
     if export_files is not None:

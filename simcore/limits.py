@@ -44,6 +44,9 @@ LIMITS: dict[str, tuple[float, str]] = {
     "graph_ranks": (1e5, "simulated ranks (GPUs / NPUs) of one design point or ASTRA-sim network"),
     "graph_layers": (1e4, "layers of one model"),
     "micro_batches": (1e5, "micro-batches per data-parallel replica (global_batch / (dp x micro_batch))"),
+    "graph_nodes": (1e7, "nodes of one iteration graph (one rank per pipeline stage: micro-batches x layers x "
+                    "ops per layer, plus ends), estimated from the config before the graph is built"),
+    "export_nodes": (1e8, "Chakra ET nodes of one export, all ranks together (ranks x nodes of a rank's stage)"),
     "dataset_splits": (1e4, "ASTRA-sim preferred-dataset-splits / active-chunks-per-dimension"),
     "trace_bytes": (4e9, "decompressed bytes of one Chakra ET file (gzip bomb guard)"),
     "yaml_nodes": (1e6, "YAML nodes of one file counted with every alias expanded (alias bomb guard)"),

@@ -2,7 +2,9 @@
 
 For sweeps that ran while the tracking server was unreachable (``tracking_synced: false`` in the
 folder's ``sweep.json``), or that were interrupted. Idempotent: runs are found by their tags
-(:mod:`search.tracking.client`), so syncing twice creates nothing new.
+(:mod:`search.tracking.client`), so syncing twice creates nothing new; runs a kill cut off are
+finished or replaced. An unreachable store is a one-line error (exit 2); a later sync completes
+the work. A search folder is logged by resuming its search (``search.resume=true``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ def main(argv: list[str]) -> int:
             folders.append(Path(arg))
     for folder in folders:
         if not (folder / "sweep.json").is_file():
+            if any(folder.glob("*.journal")) or (folder / "optuna.db").is_file():
+                raise InputError("output_dir", str(folder), "a search folder, not a sweep folder: "
+                                 "rerun its `simsweep search` with search.resume=true to log "
+                                 "its missing trials")
             raise InputError("output_dir", str(folder), "not a sweep folder (no sweep.json)")
         counts = publish_folder(folder.resolve(), uri)
         print(f"{folder}: {counts['points']} points; logged {counts['children']} child runs "

@@ -2,7 +2,8 @@
 
 A workload family (a GPT-style transformer today; a CNN, an RNN or a recommendation model next)
 turns its spec and a resolved parallelization into a graph the engine schedules. Everything the
-public API needs from a family goes through :class:`WorkloadFamily`: the shape rules, the graph,
+public API needs from a family goes through :class:`WorkloadFamily`: the shape rules, the graph
+and its size bound,
 the memory footprint per pipeline stage, the FLOPs and samples (tokens) of one iteration, and the
 Chakra export. ``simcore.api`` and ``simcore.engine`` know no family by name; a family is chosen
 by the type of its spec (:func:`simcore.workloads.family_of`) or by the config key
@@ -76,6 +77,13 @@ class WorkloadFamily(Protocol):
 
     def build(self, spec: Any, parallel: ParallelSpec, gpus_per_node: int) -> Workload:
         """The iteration graph of a checked structure."""
+        ...
+
+    def graph_nodes(self, spec: Any, parallel: ParallelSpec, gpus_per_node: int) -> int:
+        """An upper bound on the nodes :meth:`build` materialises for a checked structure (a
+        condensed run of repeated ops, :mod:`simcore.ir.runs`, counts once), computed without
+        building anything: :func:`simcore.api.check_structure` checks the resource bound
+        ``graph_nodes`` of :mod:`simcore.limits` on it before any build."""
         ...
 
     def footprint(self, spec: Any, parallel: ParallelSpec, stage: int) -> dict[str, int]:

@@ -33,7 +33,7 @@ from simcore.specs.parallel import ParallelSpec
 from simcore.workloads._base import Workload
 from simcore.workloads.layout import GroupSpan, RankLayout
 
-__all__ = ["Layer", "build_dp", "dp_only_reason", "dp_traces", "model_state_bytes"]
+__all__ = ["Layer", "build_dp", "dp_graph_nodes", "dp_only_reason", "dp_traces", "model_state_bytes"]
 
 MB = 1e6  # DDP's bucket_cap_mb is in MiB in the code (``bucket_cap_mb * 1024 * 1024``)
 
@@ -141,6 +141,14 @@ def build_dp(name: str, layers: Sequence[Layer], ops: OpTable, parallel: Paralle
     add(opt, compute, [*last[-1:], *reduces], "optimizer_step")
     return Workload(graph=b.build(), ops=ops, num_stages=1, in_flight=(1,),
                     dp_overlap=parallel.dp_overlap)
+
+
+def dp_graph_nodes(layers: Sequence[Layer], parallel: ParallelSpec) -> int:
+    """Upper bound on the nodes :func:`build_dp` emits, computed without building them: per
+    micro-batch every layer's forward and backward templates, at most two gradient buckets per
+    layer (dp and edp) and the optimizer step."""
+    per_micro_batch = sum(len(lay.fwd) + len(lay.bwd) for lay in layers)
+    return parallel.num_micro_batches * per_micro_batch + 2 * len(layers) + 1
 
 
 def model_state_bytes(params: float, precision: str, optimizer_state_bytes: float) -> dict[str, int]:

@@ -2,7 +2,9 @@
 
 Every family must: build a valid DAG on its tiny spec (acyclic, templates and stages in range,
 every stream typed), give in a batch of B systems exactly the B single-point results, and have
-a per-stage memory footprint that does not shrink when the micro-batch grows.
+a per-stage memory footprint that does not shrink when the micro-batch grows, and estimate the
+nodes its builder materialises (``graph_nodes``, the bound checked before a build) as an upper
+bound within twice the built count.
 """
 
 from __future__ import annotations
@@ -102,3 +104,31 @@ def test_footprint_is_monotone_in_the_micro_batch(family: WorkloadFamily) -> Non
             assert all(b >= a for a, b in zip(previous, totals, strict=True))
             assert sum(totals) > sum(previous)
         previous = totals
+
+
+def _size_plans(family: WorkloadFamily) -> list[ParallelSpec]:
+    base = _plan(family)
+    plans = [base, replace(base, global_batch=base.global_batch * 4)]
+    if family.name == "transformer":  # every way its builder emits layers
+        plans += [replace(PLAN, zero_stage=1), replace(PLAN, zero_stage=2),
+                  replace(PLAN, zero_stage=3), replace(PLAN, zero_stage=2, dp_overlap=False),
+                  replace(PLAN, vp=2), replace(PLAN, tp_comm_overlap=True),
+                  replace(PLAN, tp=1, cp=2), replace(PLAN, recompute="full")]
+    return plans
+
+
+def test_graph_nodes_bounds_what_build_makes(family: WorkloadFamily) -> None:
+    """The size estimate checked before a build is an upper bound, and not a loose one."""
+    spec, system = family.tiny_spec(), _system()
+    for plan in _size_plans(family):
+        par, reason = check_structure(spec, plan, system)
+        assert par is not None, (plan, reason)
+        w = family.build(spec, par, system.gpus_per_node)
+        est = family.graph_nodes(spec, par, system.gpus_per_node)
+        condensed = getattr(w, "condensed", None)
+        if condensed is None:  # every node built one by one
+            built = w.graph.num_nodes
+            assert built <= est <= 2 * built + 64, (plan, built, est)
+        else:  # runs count once: at least one per chain, at most one per node
+            chains, nodes = condensed.chains.num_chains, condensed.chains.num_nodes
+            assert chains <= est <= 2 * nodes + 64, (plan, chains, nodes, est)

@@ -30,13 +30,18 @@ def plan_for() -> Any:
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
-    """One local Ray with 2 CPUs for the whole test module (start-up is slow on 2 cores)."""
+    """One local Ray with 2 CPUs for the whole test module (start-up is slow on 2 cores),
+    started by the project's own :func:`search.run.workers.init_ray`: bound to 127.0.0.1 in a
+    private (0700) temp dir, as a sweep starts it."""
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     import ray
 
-    tmp = tempfile.mkdtemp(prefix="rs_", dir="/tmp")
-    ray.init(num_cpus=2, _temp_dir=tmp, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    from search.run.workers import init_ray
+
+    tmp = tempfile.mkdtemp(prefix="rs_", dir="/tmp")  # created 0700
+    if ray.is_initialized():  # a Ray left by an earlier module of this process: start afresh
+        ray.shutdown()
+    assert init_ray(None, 2, tmp)
     yield ray
     ray.shutdown()
     shutil.rmtree(tmp, ignore_errors=True)

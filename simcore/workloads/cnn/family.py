@@ -37,6 +37,7 @@ from simcore.workloads.cnn.spec import ResNetSpec
 from simcore.workloads.dataparallel import (
     Layer,
     build_dp,
+    dp_graph_nodes,
     dp_only_reason,
     dp_traces,
     model_state_bytes,
@@ -102,11 +103,19 @@ class ResNetFamily:
     def build(self, spec: ResNetSpec, parallel: ParallelSpec, gpus_per_node: int) -> Workload:
         """Forward and backward of every layer, bucketed gradient all-reduce."""
         ops = OpTable()
-        layers = [_layer_ops(spec, lay, parallel.micro_batch, ops, parallel.precision)
-                  for lay in resnet_layers(spec)]
+        layers = self._layers(spec, parallel, ops)
         return build_dp(spec.name, layers, ops, parallel, gpus_per_node,
                         grad_bytes=float(spec.grad_bytes), bucket_mb=spec.bucket_mb,
                         optimizer_bytes_per_param=_SGD_BYTES)
+
+    @staticmethod
+    def _layers(spec: ResNetSpec, parallel: ParallelSpec, ops: OpTable) -> list[Layer]:
+        return [_layer_ops(spec, lay, parallel.micro_batch, ops, parallel.precision)
+                for lay in resnet_layers(spec)]
+
+    def graph_nodes(self, spec: ResNetSpec, parallel: ParallelSpec, gpus_per_node: int) -> int:
+        """:func:`dp_graph_nodes` of the layers."""
+        return dp_graph_nodes(self._layers(spec, parallel, OpTable()), parallel)
 
     def footprint(self, spec: ResNetSpec, parallel: ParallelSpec, stage: int) -> dict[str, int]:
         """Model state and the activations kept for backward (one micro-batch)."""

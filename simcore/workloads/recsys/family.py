@@ -40,6 +40,7 @@ from simcore.workloads._base import Workload
 from simcore.workloads.dataparallel import (
     Layer,
     build_dp,
+    dp_graph_nodes,
     dp_only_reason,
     dp_traces,
     model_state_bytes,
@@ -166,6 +167,12 @@ class DLRMFamily:
         layers = _layers(spec, parallel, ops, spans["ep"].size, spans["ep"].ranks_per_node)
         return build_dp(spec.name, layers, ops, parallel, gpus_per_node, grad_bytes=4.0,
                         bucket_mb=spec.bucket_mb, optimizer_bytes_per_param=_SGD_BYTES)
+
+    def graph_nodes(self, spec: DLRMSpec, parallel: ParallelSpec, gpus_per_node: int) -> int:
+        """:func:`dp_graph_nodes` of the layers."""
+        spans = RankLayout.of(parallel, gpus_per_node).spans()
+        layers = _layers(spec, parallel, OpTable(), spans["ep"].size, spans["ep"].ranks_per_node)
+        return dp_graph_nodes(layers, parallel)
 
     def footprint(self, spec: DLRMSpec, parallel: ParallelSpec, stage: int) -> dict[str, int]:
         """Local tables, MLP state and the activations kept for backward."""

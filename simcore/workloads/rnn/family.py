@@ -142,6 +142,16 @@ class GNMTFamily:
                         grad_bytes=float(spec.grad_bytes), bucket_mb=spec.bucket_mb,
                         optimizer_bytes_per_param=_ADAM_BYTES)
 
+    def graph_nodes(self, spec: GNMTSpec, parallel: ParallelSpec, gpus_per_node: int) -> int:
+        """:func:`dp_graph_nodes` of :func:`_layers`, counted without building them (a layer
+        list holds one op per time step): per micro-batch the embedding, attention and
+        classifier (two ops each), ``n + 1`` encoder LSTMs over the source and ``n`` decoder
+        LSTMs over the target (``steps + 1`` ops forward and backward each); up to two gradient
+        buckets per layer of the ``2n + 3``; the optimizer step."""
+        n, s, t = spec.num_layers, spec.src_len, spec.tgt_len
+        per_micro_batch = 6 + (n + 1) * (2 * s + 2) + n * (2 * t + 2)
+        return parallel.num_micro_batches * per_micro_batch + 2 * (2 * n + 3) + 1
+
     def footprint(self, spec: GNMTSpec, parallel: ParallelSpec, stage: int) -> dict[str, int]:
         """Model state (Adam) and the activations kept for backward."""
         h, s, t, b = spec.hidden_size, spec.src_len, spec.tgt_len, parallel.micro_batch

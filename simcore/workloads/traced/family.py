@@ -39,7 +39,12 @@ from simcore.specs.system import SystemSpec
 from simcore.traces.pytorch.step import TracedOp, TracedParam, TracedStep
 from simcore.workloads._base import Workload
 from simcore.workloads.layout import RankLayout
-from simcore.workloads.traced.generator import TracedWorkload, build_traced, stage_split
+from simcore.workloads.traced.generator import (
+    TracedWorkload,
+    build_traced,
+    stage_split,
+    traced_graph_nodes,
+)
 from simcore.workloads.traced.spec import TracedSpec
 from simcore.workloads.traced.tensor_parallel import split_step
 
@@ -131,6 +136,10 @@ class TracedFamily:
     def build(self, spec: TracedSpec, parallel: ParallelSpec, gpus_per_node: int) -> TracedWorkload:
         """:func:`build_traced`."""
         return build_traced(spec, parallel, gpus_per_node)
+
+    def graph_nodes(self, spec: TracedSpec, parallel: ParallelSpec, gpus_per_node: int) -> int:
+        """:func:`traced_graph_nodes`."""
+        return traced_graph_nodes(spec, parallel)
 
     def footprint(self, spec: TracedSpec, parallel: ParallelSpec, stage: int = 0) -> dict[str, int]:
         """Bytes per GPU of pipeline stage ``stage`` by part (see the module docstring)."""

@@ -71,7 +71,8 @@ from simcore.workloads.traced.spec import DDP_FIRST_BUCKET_MB, TracedSpec
 from simcore.workloads.traced.tensor_parallel import split_step
 from simcore.workloads.transformer.layers import attention_core
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "TracedWorkload", "build_traced", "ddp_buckets", "stage_split"]
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "TracedWorkload", "build_traced", "ddp_buckets", "stage_split",
+           "traced_graph_nodes"]
 
 OPTIMIZER_BYTES_PER_PARAM = 28.0
 _TP, _DP, _PP = 0, 1, 2  # engine.result.COMM_KINDS indices of tensor, data-parallel, pipeline traffic
@@ -304,6 +305,26 @@ class _Shared:
             numel = sum(self.step.params[i].numel for i in params)
             parts = [(self.ops.kernel("mem", numel * OPTIMIZER_BYTES_PER_PARAM / self.shard), 1.0)]
         return self.ops.template("optimizer_step", parts)
+
+
+def traced_graph_nodes(spec: TracedSpec, parallel: ParallelSpec) -> int:
+    """Upper bound on the nodes :func:`build_traced` emits, without building them: per
+    micro-batch every costed forward and backward op of the trace, the ZeRO-3 gathers (at most
+    two per unit), the pipeline sends; per stage its gradient buckets (reduced once, or every
+    micro-batch from ZeRO-2 on), its ZeRO-1/2 parameter gathers and the optimizer step."""
+    step, par = spec.step, parallel
+    m, pp, zero = par.num_micro_batches, par.pp, par.zero_stage
+    ops = sum(1 for op in step.ops if op.phase in (0, 1) and not op.view
+              and (op.gemms or op.attention or op.bytes_read + op.bytes_written > 0))
+    _, params = stage_split(step, par)
+    buckets = units = 0
+    for mine in params:
+        stage_params = [step.params[i] for i in mine]
+        buckets += len(ddp_buckets(stage_params, spec.bucket_mb))
+        if zero == 3:
+            units += len(_units(stage_params, spec.bucket_mb))
+    reduces = buckets * (m if zero >= 2 else 1) + (buckets if zero in (1, 2) else 0)
+    return m * (ops + 2 * units + 2 * pp) + reduces + pp
 
 
 def stage_split(step: TracedStep, parallel: ParallelSpec) -> tuple[list[int], list[list[int]]]:

@@ -22,6 +22,7 @@ from simcore.workloads._base import Workload
 from simcore.workloads.layout import RankLayout
 from simcore.workloads.transformer.generator import TransformerWorkload, build_transformer
 from simcore.workloads.transformer.memory import footprint_bytes, peak_footprint
+from simcore.workloads.transformer.size import transformer_graph_nodes
 from simcore.workloads.transformer.spec import ModelSpec
 
 __all__ = ["TransformerFamily"]
@@ -67,6 +68,10 @@ class TransformerFamily:
     def build(self, spec: ModelSpec, parallel: ParallelSpec, gpus_per_node: int) -> Workload:
         """:func:`build_transformer`."""
         return build_transformer(spec, parallel, gpus_per_node)
+
+    def graph_nodes(self, spec: ModelSpec, parallel: ParallelSpec, gpus_per_node: int) -> int:
+        """:func:`~simcore.workloads.transformer.size.transformer_graph_nodes`."""
+        return transformer_graph_nodes(spec, parallel, gpus_per_node)
 
     def footprint(self, spec: ModelSpec, parallel: ParallelSpec, stage: int) -> dict[str, int]:
         """:func:`footprint_bytes` of ``stage``."""

@@ -34,10 +34,12 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
-from simcore.ir.graph import CommType, GraphBuilder, LazyGraph, NodeKind
+from simcore.errors import InputError
+from simcore.ir.graph import CommType, Graph, GraphBuilder, LazyGraph, NodeKind
 from simcore.ir.ops import OpTable
 from simcore.ir.runs import Condensed, RunBuilder
 from simcore.ir.streams import CommKind, Stream, StreamKind
+from simcore.limits import limit
 from simcore.specs.parallel import ParallelSpec
 from simcore.workloads._base import Workload
 from simcore.workloads.layout import GroupSpan, RankLayout
@@ -556,11 +558,22 @@ def build_transformer(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: i
     a fidelity that transforms the graph)."""
     gen = _RunGenerator(model, parallel, gpus_per_node)
     flights = tuple(gen.stage(s) for s in range(parallel.pp))
-    graph = LazyGraph(lambda: build_transformer_nodes(model, parallel, gpus_per_node).graph)
+    chains = gen.rb.build()
+
+    def nodes() -> Graph:  # the exact node count is known: bounded before any node is built
+        if chains.num_nodes > limit("graph_nodes"):
+            raise InputError("parallel.global_batch", parallel.global_batch,
+                             f"building every node of this graph (a timeline, a Chakra export, a "
+                             f"fidelity that transforms the graph) means {chains.num_nodes:.3g} "
+                             f"nodes, more than {limit('graph_nodes'):.3g} (limit graph_nodes, "
+                             "SIMSWEEP_MAX_GRAPH_NODES): fewer micro-batches or layers")
+        return build_transformer_nodes(model, parallel, gpus_per_node).graph
+
+    graph = LazyGraph(nodes)
     return TransformerWorkload(graph=graph, ops=gen.ops, num_stages=parallel.pp,
                                in_flight=flights, layers_per_chunk=max(gen.chunk_layers),
                                dp_overlap=parallel.dp_overlap, chunk_layers=gen.chunk_layers,
-                               condensed=Condensed(graph, gen.rb.build()))
+                               condensed=Condensed(graph, chains))
 
 
 def build_transformer_nodes(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: int

@@ -24,6 +24,7 @@ CASES: list[tuple[list[str], str]] = [
     (["sweep", "ray.max_batch_retries=-1"], "ray.max_batch_retries"),
     (["sweep", "sweep.flush_interval_s=nan"], "sweep.flush_interval_s"),
     (["sweep", "sweep.flush_interval_s=inf"], "sweep.flush_interval_s"),
+    (["sweep", "sweep.flush_interval_s=-1"], "sweep.flush_interval_s"),  # 0 (every batch) is valid
     (["sweep", "sweep.objective=bogus"], "sweep.objective"),
     (["sweep", "sweep.top_k=-1"], "sweep.top_k"),
     (["sweep", "tracking.request_timeout_s=0"], "tracking.request_timeout_s"),
@@ -54,6 +55,20 @@ def test_hostile_setting_is_one_line_naming_the_key(
     assert "Traceback" not in err and len(lines) == 1, err
     assert needle in lines[0], lines[0]
     assert "secret" not in err
+
+
+def test_graph_size_bound_is_checked_before_the_build(capsys: pytest.CaptureFixture[str]) -> None:
+    """ZeRO-3 emits every layer's gathers as nodes: 32768 micro-batches x 96 layers is ~5e7
+    nodes. Refused from the estimate (limit graph_nodes) in seconds, as the point's reason."""
+    t0 = time.monotonic()
+    rc = main(["simulate", "workload=gpt3_175b", "system.num_gpus=16", "parallel.tp=8",
+               "parallel.zero_stage=3", "parallel.global_batch=65536"])
+    assert time.monotonic() - t0 < 60
+    out = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in out.out + out.err
+    status = [line for line in out.out.splitlines() if line.strip().startswith("status")]
+    assert len(status) == 1 and "INFEASIBLE" in status[0], out.out
+    assert "parallel.global_batch=65536" in status[0] and "limit graph_nodes" in status[0]
 
 
 def _fake_sweep_folder(out: Path, manifest: str | None = None) -> Path:

@@ -49,3 +49,13 @@ def test_local_sweep_listens_on_loopback_only(tmp_path: Path) -> None:
     assert not exposed, exposed
     assert mode == 0o700
     subprocess.run(["rm", "-rf", temp], check=False)
+
+
+def test_the_test_suites_ray_listens_on_loopback_only(ray_local) -> None:
+    """The ``ray_local`` fixture every Ray test uses starts Ray as a sweep does: loopback only."""
+    ray_local.get(ray_local.remote(lambda: 1).remote())  # a worker process is up too
+    seen = listeners_by_process(os.getpid())
+    processes = {name for name, _ in seen}
+    assert any("gcs_server" in n for n in processes) and any("raylet" in n for n in processes), seen
+    exposed = sorted((n, a) for n, a in seen if not is_loopback(a))
+    assert not exposed, exposed

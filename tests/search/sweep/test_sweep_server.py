@@ -6,12 +6,7 @@ once a server is up, and a sweep against a live ``mlflow server`` is found throu
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 
 import polars as pl
@@ -19,15 +14,10 @@ import pytest
 
 from search.cli import main as simsweep
 from search.sweep.driver import run_sweep
+from tests.search.mlflow_server import free_port, kill_server, start_server, wait_healthy
 
 AXES = ("parallel.tp=1,2", "system.scaleout.bandwidth_GBps=25,50,100,200,400")
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.mlflow]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rest(base: str, path: str, body: dict | None = None, query: str = "") -> dict:
@@ -50,32 +40,10 @@ def _tags(run: dict) -> dict[str, str]:
     return {t["key"]: t["value"] for t in run["data"].get("tags", [])}
 
 
-def _start_server(port: int, tmp_path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path / 'srv.db'}",
-         "--artifacts-destination", str(tmp_path / "srv-art")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
-
-
-def _wait_healthy(server: subprocess.Popen, base: str) -> None:
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        assert server.poll() is None and time.monotonic() < deadline, "mlflow server down"
-        time.sleep(0.5)
-
-
 def test_down_server_then_sync_and_live_server_via_rest(ray_local, plan_for, tmp_path):
-    port, dead = _free_port(), _free_port()
+    port, dead = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
-    server = _start_server(port, tmp_path)  # boots (slowly) while the first sweep runs
+    server = start_server(port, tmp_path)  # boots (slowly) while the first sweep runs
     try:
         down = plan_for(*AXES, "sweep.name=down", f"sweep.output_dir={tmp_path / 'down'}",
                         f"tracking.uri=http://127.0.0.1:{dead}")
@@ -85,7 +53,7 @@ def test_down_server_then_sync_and_live_server_via_rest(ray_local, plan_for, tmp
         manifest = json.loads((tmp_path / "down" / "sweep.json").read_text())
         assert manifest["tracking_synced"] is False
 
-        _wait_healthy(server, base)
+        wait_healthy(server, base)
         assert simsweep(["sync", str(tmp_path / "down"), "--uri", base]) == 0
         assert simsweep(["sync", str(tmp_path / "down"), "--uri", base]) == 0  # idempotent
         runs = _runs(base, "sweep-down")
@@ -112,9 +80,4 @@ def test_down_server_then_sync_and_live_server_via_rest(ray_local, plan_for, tmp
         assert {"results.parquet", "config.yaml"} <= files
         assert {m["key"] for m in parent["data"]["metrics"]} >= {"sweep.num_points", "sweep.num_feasible"}
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        kill_server(server, signal.SIGTERM)

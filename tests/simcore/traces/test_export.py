@@ -182,3 +182,21 @@ def test_unknown_fidelity_is_an_input_error() -> None:
     ring = build_specs(simulate.compose([*TINY_3D, "system.scaleup.kind=Ring"]))[2]
     with pytest.raises(InputError, match="system.scaleup.kind='Ring'"):
         simulate_batch(model, parallel, [ring], fidelity="astra")
+
+
+def test_export_size_is_bounded_before_anything_is_written(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """ranks x nodes of a rank's stage is checked against ``export_nodes`` first: over it, one
+    line naming system.num_gpus and no file written; under the default bound the export runs."""
+    simulate = pytest.importorskip("search.commands.simulate")
+    from search.config.build import build_specs
+    from simcore.formats import write_workload
+
+    model, parallel, system = build_specs(simulate.compose(TINY_3D))
+    monkeypatch.setenv("SIMSWEEP_MAX_EXPORT_NODES", "100")
+    with pytest.raises(InputError, match=r"system.num_gpus=8: exporting 8 ranks x .*limit export_nodes"):
+        write_workload(str(tmp_path / "w"), model, parallel, system)
+    assert not list(tmp_path.iterdir())
+    monkeypatch.delenv("SIMSWEEP_MAX_EXPORT_NODES")
+    paths, nodes, _ = write_workload(str(tmp_path / "w"), model, parallel, system)
+    assert len(paths) == 8 and nodes > 100
