@@ -21,7 +21,9 @@ faster than its SMs (``k r``), or the HBM it gets over its bytes per network byt
 allow. The mechanism table prints, per case, the network GB/s the collectives reach on the
 CommOpt baseline and with ACE (wire bytes over collective time, summed over the graph's
 collective templates), the per-NPU fabric bandwidth ``W``, the baseline's HBM bound ``M_c / mu``
-(all-reduce) and the slowdown of overlapped compute (CommOpt, ACE).
+(all-reduce) and the slowdown of overlapped compute (CommOpt, ACE). Collectives are costed by
+the calibrated NCCL-aware model (``collective=auto``): one ring across both dimensions at the
+slower one's bus bandwidth plus its steps' latency, so they reach well under ``W``.
 
 Contention parameters, unchanged from ``conf/system/endpoint/default.yaml`` (not tuned here):
 10 GB/s of network traffic per SM (assumed: NCCL's ~240 GB/s over ~24 channels on DGX A100),
