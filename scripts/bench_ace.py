@@ -4,9 +4,9 @@ the HBM bandwidth needed to drive the network with and without ACE.
 
 Baselines, as reference/methods-hap-ace-echo.md §2.2 and §2.3(d) describe them:
 
-* CommOpt: collectives get enough SMs to drive the network (32 of 108 SMs, NCCL's most channels
-  on A100: 320 GB/s at 10 GB/s per SM, above the 300 GB/s scale-up line) and the HBM they need
-  first (``hbm_priority: collective``, at most half of it); overlapped compute slows down;
+* CommOpt: collectives get enough SMs to drive the network (32 SMs, NCCL's most channels,
+  ``NCCL_MAX_NCHANNELS``: 320 GB/s at 10 GB/s per SM) and the HBM they need first
+  (``hbm_priority: collective``, at most half of it); overlapped compute slows down;
 * CompOpt: collectives get the fewest SMs (2, the reference's "1-2 SMs": 20 GB/s) and only the
   HBM compute leaves (``hbm_priority: compute``): the network is under-used;
 * NoOverlap: gradients are all-reduced after the backward (``parallel.dp_overlap=false``) with
@@ -17,82 +17,212 @@ Baselines, as reference/methods-hap-ace-echo.md §2.2 and §2.3(d) describe them
 The speed-up is the best baseline over ACE. Mechanisms (simcore/fidelity/contention.py): a
 collective holds its SMs while in flight; compute-bound kernels beside it run on the SMs left,
 memory-bound ones (batch norm, activations, lookups) on the HBM left; the collective runs no
-faster than its SMs, or the HBM it gets, allow.
+faster than its SMs (``k r``), or the HBM it gets over its bytes per network byte (``M_c / mu``),
+allow. The mechanism table prints, per case, the network GB/s the collectives reach on the
+CommOpt baseline and with ACE (wire bytes over collective time, summed over the graph's
+collective templates), the per-NPU fabric bandwidth ``W``, the baseline's HBM bound ``M_c / mu``
+(all-reduce) and the slowdown of overlapped compute (CommOpt, ACE). Collectives are costed by
+the calibrated NCCL-aware model (``collective=auto``): one ring across both dimensions at the
+slower one's bus bandwidth plus its steps' latency, so they reach well under ``W``.
 
-Assumed setting (ACE's topology sizes, link bandwidths, NPU resources, per-NPU mini-batches and
-compute model are not in our reference, §2.1 and §7): A100-class NPUs (312 TFLOP/s, 2039 GB/s
-HBM, 108 SMs) costed by the calibrated kernel models, 8 per node on a 300 GB/s scale-up dimension
-and 25 GB/s per NPU across nodes (two dimensions, not ACE's 3-D torus), 16 and 64 NPUs; per-NPU
-batches ResNet-50 32, GNMT 64, DLRM 512; DLRM with 64 tables (MLPerf's 26 do not split evenly
-over 16 or 64 NPUs; ACE's table count is not in our reference) placed over every NPU (``ep`` =
-NPUs); 10 GB/s of network traffic per SM (``collective_GBps_per_sm``, assumed from NCCL's
-~240 GB/s over ~24 channels on DGX A100). The second table varies the two settings the ResNet-50
-gap depends on most (per-NPU batch and CompOpt's SMs); it is a sensitivity, not a fit.
-Run: PYTHONPATH=. python scripts/bench_ace.py
+Contention parameters, unchanged from ``conf/system/endpoint/default.yaml`` (not tuned here):
+10 GB/s of network traffic per SM (assumed: NCCL's ~240 GB/s over ~24 channels on DGX A100),
+``mu`` 5 per reduced and 2 per copied byte (ACE §2.3(a)), half the usable HBM at most for a
+collective beside compute, CommOpt 32 SMs, CompOpt 2 SMs.
+
+Setting 1, "ACE-like" (the main table). ACE simulated NPUs on a multi-dimensional fabric (an
+intra-package local dimension plus inter-package dimensions, 100s of GB/s per NPU; §2.1) whose
+sizes and bandwidths our reference does not give. Assumed here:
+
+* topology: ASTRA-sim's own three-dimensional example system, Ring(2, 200 GB/s, 50 ns) x
+  FullyConnected(8, 100 GB/s, 500 ns) x Switch(4, 50 GB/s, 2000 ns), 64 NPUs
+  (``input/Ring_FullyConnected_Switch.yml`` of astra-network-analytical;
+  reference/astra-sim-and-chakra.md §2.2), and its first two dimensions (16 NPUs). simcore
+  models two dimensions, so the two inter-package dimensions are folded into one scale-out
+  dimension of their summed bandwidth (150 GB/s, latency of the slower, 2000 ns) across the 32
+  packages: the per-NPU injection bandwidth ``W = sum of the dimensions'`` (ACE §2.3) is kept,
+  350 GB/s, but a hierarchical all-reduce that runs one dimension after the other (ASTRA-sim's
+  baseline) would take longer on the real 3-D fabric than on the folded one;
+* NPU: V100-class (125 TFLOP/s fp16, 900 GB/s HBM, 80 SMs; ``conf/system/accelerator/
+  v100_32g.yaml``), the device of ACE's time, fp16; and A100-class (312 TFLOP/s, 2039 GB/s, 108
+  SMs; ASTRA-sim 2.0's case studies assume an A100-class NPU, methods §4.2) in bf16;
+* per-NPU mini-batches ResNet-50 32, GNMT 64, DLRM 512 (ACE's are not in our reference); DLRM
+  with 64 tables placed over every NPU (``ep`` = NPUs; MLPerf's 26 do not split evenly);
+* the fabric sweep scales every dimension's bandwidth by 1, 2, 4 (64 V100-class NPUs): ACE §2.3
+  expects the gain to grow with ``W / M``.
+
+Setting 2, "today's cluster": A100-class NPUs, 8 per node on a 300 GB/s scale-up dimension and
+25 GB/s per NPU across nodes, 16 and 64 NPUs, the same batches. Compute is costed by the
+calibrated kernel models with the default (unfitted) calibration in both settings. The last
+table varies the two settings the ResNet-50 gap depends on most (per-NPU batch and CompOpt's
+SMs) in setting 2; it is a sensitivity, not a fit. Absolute times are the model's, not a
+measurement. Run: PYTHONPATH=. python scripts/bench_ace.py
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
-from simcore.api import simulate_batch
-from simcore.fidelity.contention import hbm_per_wire_byte
+import numpy as np
+import yaml
+
+from simcore.api import compiled_workload, simulate_batch
+from simcore.engine.evaluate import template_durations
+from simcore.fidelity.calibrated import CalibratedFidelity
+from simcore.fidelity.contention import _collective_templates, engines, hbm_per_wire_byte
+from simcore.hardware.batch import SystemBatch
 from simcore.ir.graph import CommType
 from simcore.specs.endpoint import EndpointSpec
 from simcore.specs.parallel import ParallelSpec
-from simcore.specs.system import SystemSpec
+from simcore.specs.system import AcceleratorSpec, SystemSpec, TopologyDimSpec
 from simcore.workloads.cnn.spec import ResNetSpec
 from simcore.workloads.recsys.family import DLRMSpec
 from simcore.workloads.rnn.family import GNMTSpec
 
-SMS = 108
 COMM_OPT_SMS = 32
 COMP_OPT_SMS = 2
+_ACC = Path(__file__).resolve().parents[1] / "conf" / "system" / "accelerator"
+V100 = AcceleratorSpec(**yaml.safe_load((_ACC / "v100_32g.yaml").read_text()))
+A100 = AcceleratorSpec()
+NPUS = {"V100": (V100, 80, "fp16"), "A100": (A100, 108, "bf16")}
+# ASTRA-sim's Ring(2, 200) x FC(8, 100) x Switch(4, 50) example; the inter-package dims folded
+LOCAL = TopologyDimSpec("Ring", 0, 200.0, 50.0)
+INTER_GBPS = {16: 100.0, 64: 150.0}
+INTER_LAT_NS = {16: 500.0, 64: 2000.0}
 
 
-def _engines(comp_sms: int) -> dict[str, EndpointSpec]:
+def ace_like(n: int, npu: str, scale: float = 1.0) -> SystemSpec:
+    """Setting 1: ``n`` NPUs (16 or 64) of ``npu`` on the folded 3-D fabric, bandwidths x scale."""
+    acc, sms, _ = NPUS[npu]
+    return SystemSpec(name=f"ace_like_{npu}", num_gpus=n, gpus_per_node=2, accelerator=acc,
+                      scaleup=replace(LOCAL, bandwidth_GBps=LOCAL.bandwidth_GBps * scale),
+                      scaleout=TopologyDimSpec("Switch", 0, INTER_GBPS[n] * scale,
+                                               INTER_LAT_NS[n]),
+                      endpoint=EndpointSpec("endpoint", sms=sms))
+
+
+def todays(n: int) -> SystemSpec:
+    """Setting 2: A100-class NPUs, 8 per node at 300 GB/s, 25 GB/s between nodes."""
+    return SystemSpec(num_gpus=n)
+
+
+def _engines(sms: int, comp_sms: int) -> dict[str, EndpointSpec]:
     return {
-        "comm": EndpointSpec("endpoint", comm_sm_fraction=COMM_OPT_SMS / SMS),
-        "comp": EndpointSpec("endpoint", comm_sm_fraction=comp_sms / SMS, hbm_priority="compute"),
-        "ace": EndpointSpec("ace"),
-        "ideal": EndpointSpec("ideal"),
+        "comm": EndpointSpec("endpoint", comm_sm_fraction=COMM_OPT_SMS / sms, sms=sms),
+        "comp": EndpointSpec("endpoint", comm_sm_fraction=comp_sms / sms, sms=sms,
+                             hbm_priority="compute"),
+        "ace": EndpointSpec("ace", sms=sms),
+        "ideal": EndpointSpec("ideal", sms=sms),
     }
 
 
-def times_ms(model: object, par: ParallelSpec, n: int, comp_sms: int = COMP_OPT_SMS
-             ) -> dict[str, float]:
-    """Iteration time (ms) of every baseline, ACE and the ideal endpoint."""
-    base = SystemSpec(num_gpus=n)
-    engines = _engines(comp_sms)
-    res = simulate_batch(model, par, [replace(base, endpoint=e) for e in engines.values()])
-    out = {k: float(t) * 1e3 for k, t in zip(engines, res.iteration_time_s, strict=True)}
+def times_ms(model: object, par: ParallelSpec, base: SystemSpec,
+             comp_sms: int = COMP_OPT_SMS) -> dict[str, float]:
+    """Iteration time (ms) of every baseline, ACE and the ideal endpoint on ``base``."""
+    engs = _engines(base.endpoint.sms, comp_sms)
+    res = simulate_batch(model, par, [replace(base, endpoint=e) for e in engs.values()])
+    out = {k: float(t) * 1e3 for k, t in zip(engs, res.iteration_time_s, strict=True)}
     no_overlap = simulate_batch(model, replace(par, dp_overlap=False),
-                                [replace(base, endpoint=engines["comm"])])
+                                [replace(base, endpoint=engs["comm"])])
     out["none"] = float(no_overlap.iteration_time_s[0]) * 1e3
     return out
 
 
+def mechanism(model: object, par: ParallelSpec, base: SystemSpec) -> dict[str, float]:
+    """Network GB/s the collectives reach (CommOpt, ACE: wire bytes over stretched collective
+    time, over all collective templates), and the overlapped compute slowdown (CommOpt, ACE)."""
+    engs = _engines(base.endpoint.sms, COMP_OPT_SMS)
+    systems = [replace(base, endpoint=engs[k]) for k in ("comm", "ace")]
+    par = par.resolve(base.num_gpus)
+    cw = compiled_workload(model, par, systems[0])
+    sb = SystemBatch.from_specs(systems)
+    fid = CalibratedFidelity()
+    tdur = fid.durations(cw, sb, systems, par)
+    slow = fid.overlap_slowdown(sb, cw, par, tdur)
+    wire, busy = 0.0, np.zeros(2)
+    for t, w, _ in _collective_templates(cw, engines(sb)):
+        wire += w
+        busy += tdur[t]
+    net_only = template_durations(cw, sb, par.precision)
+    busy_net = sum(float(net_only[t, 0]) for t, _, _ in _collective_templates(cw, engines(sb)))
+    return {"comm_GBps": wire / busy[0] / 1e9, "ace_GBps": wire / busy[1] / 1e9,
+            "net_GBps": wire / busy_net / 1e9,
+            "comm_slow": float(slow[0]), "ace_slow": float(slow[1])}
+
+
+def cases(n: int, precision: str) -> list[tuple[str, object, ParallelSpec]]:
+    return [("ResNet-50", ResNetSpec(),
+             ParallelSpec(micro_batch=32, global_batch=32 * n, precision=precision)),
+            ("GNMT", GNMTSpec(),
+             ParallelSpec(micro_batch=64, global_batch=64 * n, precision=precision)),
+            ("DLRM", DLRMSpec(num_tables=64),
+             ParallelSpec(micro_batch=512, global_batch=512 * n, ep=n, precision=precision))]
+
+
+def _speedup(t: dict[str, float]) -> float:
+    return min(t["comm"], t["comp"], t["none"]) / t["ace"]
+
+
+def _hbm_bound_GBps(base: SystemSpec) -> float:
+    """CommOpt's all-reduce rate the HBM allows beside compute: ``share M_usable / mu``."""
+    ep = base.endpoint
+    m = base.accelerator.hbm_bandwidth_GBps * base.calibration.hbm_efficiency
+    return ep.comm_hbm_share * m / hbm_per_wire_byte(ep, int(CommType.ALL_REDUCE), 8)
+
+
 def main() -> None:
+    print("Setting 1 (ACE-like): ASTRA-sim's Ring(2,200) x FC(8,100) x Switch(4,50) fabric, "
+          "inter-package dims folded\n")
+    print("| NPU | workload | NPUs | CommOpt ms | CompOpt ms | NoOverlap ms | ACE ms | ideal ms "
+          "| ACE over best baseline |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    mech_rows = []
+    for npu, (_, _, prec) in NPUS.items():
+        for n in (16, 64):
+            base = ace_like(n, npu)
+            for name, model, par in cases(n, prec):
+                t = times_ms(model, par, base)
+                print(f"| {npu} | {name} | {n} | {t['comm']:.2f} | {t['comp']:.2f} | "
+                      f"{t['none']:.2f} | {t['ace']:.2f} | {t['ideal']:.2f} | {_speedup(t):.2f}x |")
+                if n == 64:
+                    mech_rows.append((npu, name, base, mechanism(model, par, base)))
+    print("\nMechanism, 64 NPUs (W = 350 GB/s per NPU: 200 local + 150 inter-package):\n")
+    print("| NPU | workload | network-only GB/s | CommOpt GB/s | ACE GB/s | CommOpt HBM bound "
+          "GB/s | compute slowdown CommOpt | compute slowdown ACE |")
+    print("|---|---|---|---|---|---|---|---|")
+    for npu, name, base, m in mech_rows:
+        print(f"| {npu} | {name} | {m['net_GBps']:.0f} | {m['comm_GBps']:.0f} | "
+              f"{m['ace_GBps']:.0f} | {_hbm_bound_GBps(base):.0f} | {m['comm_slow']:.1%} | "
+              f"{m['ace_slow']:.1%} |")
+    print("\nFabric sweep, 64 V100-class NPUs (every dimension's bandwidth x scale; "
+          "ACE over best baseline):\n")
+    print("| scale | W GB/s per NPU | W / M | ResNet-50 | GNMT | DLRM | ResNet-50 CommOpt GB/s |")
+    print("|---|---|---|---|---|---|---|")
+    for scale in (1.0, 2.0, 4.0):
+        base = ace_like(64, "V100", scale)
+        w = 350.0 * scale
+        row = [_speedup(times_ms(model, par, base)) for _, model, par in cases(64, "fp16")]
+        rn = cases(64, "fp16")[0]
+        m = mechanism(rn[1], rn[2], base)
+        print(f"| {scale:g} | {w:.0f} | {w / V100.hbm_bandwidth_GBps:.2f} | {row[0]:.2f}x | "
+              f"{row[1]:.2f}x | {row[2]:.2f}x | {m['comm_GBps']:.0f} |")
+    print("\nSetting 2 (today's cluster): A100, 8 per node at 300 GB/s, 25 GB/s across nodes\n")
     print("| workload | NPUs | CommOpt ms | CompOpt ms | NoOverlap ms | ACE ms | ideal ms "
           "| ACE over best baseline |")
     print("|---|---|---|---|---|---|---|---|")
     for n in (16, 64):
-        cases = [("ResNet-50", ResNetSpec(), ParallelSpec(micro_batch=32, global_batch=32 * n)),
-                 ("GNMT", GNMTSpec(), ParallelSpec(micro_batch=64, global_batch=64 * n)),
-                 ("DLRM", DLRMSpec(num_tables=64),
-                  ParallelSpec(micro_batch=512, global_batch=512 * n, ep=n))]
-        for name, model, par in cases:
-            t = times_ms(model, par, n)
-            best = min(t["comm"], t["comp"], t["none"])
+        for name, model, par in cases(n, "bf16"):
+            t = times_ms(model, par, todays(n))
             print(f"| {name} | {n} | {t['comm']:.2f} | {t['comp']:.2f} | {t['none']:.2f} | "
-                  f"{t['ace']:.2f} | {t['ideal']:.2f} | {best / t['ace']:.2f}x |")
+                  f"{t['ace']:.2f} | {t['ideal']:.2f} | {_speedup(t):.2f}x |")
     ar = int(CommType.ALL_REDUCE)
     mu_base = hbm_per_wire_byte(EndpointSpec("endpoint"), ar, 8)
     mu_ace = hbm_per_wire_byte(EndpointSpec("ace"), ar, 8)
     w = 300.0
     print(f"\nHBM GB/s to drive {w:.0f} GB/s of all-reduce traffic: endpoint {mu_base * w:.0f}, "
           f"ACE {mu_ace * w:.0f} ({mu_base / mu_ace:.1f}x less)")
-    print("\nResNet-50 on 64 NPUs, sensitivity (ACE over best baseline):\n")
+    print("\nResNet-50 on 64 NPUs, setting 2, sensitivity (ACE over best baseline):\n")
     print("| per-NPU batch | CompOpt 2 SMs | CompOpt 7 SMs | ACE over ideal (time) | compute ms |")
     print("|---|---|---|---|---|")
     n = 64
@@ -100,9 +230,9 @@ def main() -> None:
         par = ParallelSpec(micro_batch=b, global_batch=b * n)
         row = []
         for sms in (2, 7):
-            t = times_ms(ResNetSpec(), par, n, comp_sms=sms)
-            row.append(min(t["comm"], t["comp"], t["none"]) / t["ace"])
-        res = simulate_batch(ResNetSpec(), par, [replace(SystemSpec(num_gpus=n),
+            t = times_ms(ResNetSpec(), par, todays(n), comp_sms=sms)
+            row.append(_speedup(t))
+        res = simulate_batch(ResNetSpec(), par, [replace(todays(n),
                                                          endpoint=EndpointSpec("ideal"))])
         print(f"| {b} | {row[0]:.2f}x | {row[1]:.2f}x | {t['ace'] / t['ideal']:.2f}x | "
               f"{float(res.compute_s[0]) * 1e3:.2f} |")

@@ -151,3 +151,35 @@ def test_overlapped_collectives_take_hbm_at_their_own_rate() -> None:
     assert 0 < hbm[0] < hbm[1]
     line = 300e9 * slow.calibration.scaleup_efficiency
     assert hbm[0] < hbm_per_wire_byte(ep, int(CommType.ALL_REDUCE), 8) * line
+
+
+def test_fast_fabric_makes_the_baseline_hbm_bound_not_ace() -> None:
+    """ACE §2.3(b) and its headline: when the fabric W outruns what the endpoint's HBM can feed,
+    ``M_c / mu`` (half the usable HBM over (5 + 2) / 2 bytes per all-reduce byte), the NPU-driven
+    collective runs at that bound while ACE (mu ~ 1) keeps the network's rate; on a slow
+    fabric neither is limited."""
+    from simcore.fidelity.contention import _collective_templates, engines
+
+    model, par = ResNetSpec(), ParallelSpec(micro_batch=32, global_batch=256).resolve(8)
+    comm_opt = EndpointSpec("endpoint", comm_sm_fraction=32 / 108)  # SM cap 320 GB/s: not binding
+    for line_GBps, hbm_bound in ((1000.0, True), (100.0, False)):
+        system = SystemSpec(num_gpus=8, scaleup=replace(SystemSpec().scaleup,
+                                                        bandwidth_GBps=line_GBps))
+        cw = compiled_workload(model, par, system)
+        sb = SystemBatch.from_specs([replace(system, endpoint=e)
+                                     for e in (comm_opt, EndpointSpec("ace"))])
+        tdur = template_durations(cw, sb, par.precision)
+        out = collective_stretch(cw, tdur, sb, memory_bound_fraction(cw, sb, par.precision))
+        bound = (0.5 * system.accelerator.hbm_bandwidth_GBps * 1e9
+                 * system.calibration.hbm_efficiency / 3.5)
+        templates = _collective_templates(cw, engines(sb))
+        assert templates
+        for t, wire, _ in templates:
+            network = wire / tdur[t, 0]  # the same fabric under both engines
+            assert wire / out[t, 1] == pytest.approx(network)  # ACE: the network's rate
+            if hbm_bound:
+                assert network > 1.2 * bound
+                assert wire / out[t, 0] == pytest.approx(bound)
+            else:
+                assert network < bound
+                assert wire / out[t, 0] == pytest.approx(network)
