@@ -130,7 +130,11 @@ def _patched_block(batch: PatchBatch, columns: list[NDArray[Any]]) -> _Block:
     col = np.full(n, -1, dtype=np.int64)
     col[pg_node] = np.arange(pg_node.shape[0])
     gid = _gid(batch.categories)
-    pg_gid = gid[batch.strs["pg_name"][:, last]] if last.size else np.zeros((m, 0), dtype=np.int64)
+    if last.size:
+        codes, column = batch.strs["pg_name"]
+        pg_gid = gid[codes[:, column[last]]]
+    else:
+        pg_gid = np.zeros((m, 0), dtype=np.int64)
     sr = (types == NodeType.SEND) | (types == NodeType.RECV)
     position = np.cumsum(sr) - 1  # node -> its index among the send/recv nodes
     src = np.where(trace.int_attr("comm_src")[1], trace.int_attr("comm_src")[0], -1)

@@ -75,7 +75,12 @@ def trace_paths(prefix: str | os.PathLike[str], num_ranks: int | None = None) ->
     pre = Path(prefix)
     if num_ranks is not None:
         paths = [f"{pre}.{r}.et" for r in range(num_ranks)]
-        missing = [p for p in paths if not os.path.exists(p)]
+        folder = pre.parent if str(pre.parent) else Path(".")
+        try:  # one directory listing instead of a stat per rank
+            names = set(os.listdir(folder))
+        except OSError:
+            names = set()
+        missing = [p for p in paths if os.path.basename(p) not in names and not os.path.isfile(p)]
         if missing:
             raise InputError("workload", str(prefix), f"missing trace file {missing[0]}")
         return paths

@@ -99,3 +99,13 @@ def test_a_peer_value_is_patched_only_while_its_length_is_kept(tmp_path: Path, b
     traces = read_rank_traces(tmp_path / "w", 8, cache=False)
     assert (5 in traces.decoded) == (bit == 7)  # decoded in full (before any access)
     _assert_same(traces[5], own)
+
+
+@needs_shared
+def test_a_second_read_loads_the_same_traces_from_the_cache() -> None:
+    first = read_rank_traces(EXPORT256 / "workload", 256)
+    second = read_rank_traces(EXPORT256 / "workload", 256)
+    assert all(b.template.data.size == 0 for b in second.batches)  # loaded: nothing compared
+    assert sorted(second.decoded) == sorted(first.decoded)
+    for r in range(256):
+        _assert_same(second[r], read_trace(EXPORT256 / f"workload.{r}.et", cache=False))
