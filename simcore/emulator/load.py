@@ -79,8 +79,9 @@ def program_from_trace(trace: EtTrace) -> RankProgram:
 class LazyPrograms(Sequence[RankProgram]):
     """Per-rank programs built on first access from decoded traces (kept in ``traces``).
 
-    A symmetry-folded run only ever builds the representatives' programs; the folding itself
-    compares the traces' columns (:mod:`simcore.emulator.symmetry`).
+    A symmetry-folded run only ever builds the representatives' programs (and, for traces read
+    by :func:`simcore.traces.chakra.patch.read_rank_traces`, their traces); the folding itself
+    reads the traces' columns, or the patches of files alike (:mod:`simcore.emulator.symmetry`).
     """
 
     def __init__(self, traces: Sequence[EtTrace]) -> None:
