@@ -37,6 +37,7 @@ Usage: python scripts/bench_astra.py [--inputs DIR] [--export256 DIR] [--export1
 from __future__ import annotations
 
 import argparse
+import atexit
 import csv
 import os
 import re
@@ -64,6 +65,7 @@ EXPORTS = {n: ["workload=gpt3_175b", "system=dgx_a100_80g", "parallel.sequence_p
 ASTRA_1024_CPU_S = {"unaware": 101.0, "aware": 212.0}  # issue's measurement, this machine kind
 LINE = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
 _PYCACHE = tempfile.mkdtemp(prefix="simsweep_pyc_")
+atexit.register(shutil.rmtree, _PYCACHE, ignore_errors=True)
 
 
 def _env(**extra: str) -> dict[str, str]:
