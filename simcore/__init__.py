@@ -9,9 +9,28 @@ Wings, lowest first: ``specs``/``units``/``cost`` -> ``ir`` -> ``hardware``, ``t
 
 from __future__ import annotations
 
-from simcore.engine.schedule import SchedulePlan, compile_plan, run_schedule
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from simcore.errors import InputError
-from simcore.ir.graph import Graph, GraphBuilder, NodeKind
+
+if TYPE_CHECKING:
+    from simcore.engine.schedule import SchedulePlan, compile_plan, run_schedule
+    from simcore.ir.graph import Graph, GraphBuilder, NodeKind
+
+# imported on first use (PEP 562): a command that only reads files does not pay for the engine
+_LAZY = {"SchedulePlan": "simcore.engine.schedule", "compile_plan": "simcore.engine.schedule",
+         "run_schedule": "simcore.engine.schedule", "Graph": "simcore.ir.graph",
+         "GraphBuilder": "simcore.ir.graph", "NodeKind": "simcore.ir.graph"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simcore' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "Graph",

@@ -13,18 +13,45 @@ the modules behind it may move without touching a command:
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simcore.emulator.inputs import read_comm_groups, read_network, read_remote_memory, read_system
-from simcore.emulator.load import read_programs
-from simcore.emulator.run import simulate_astra
-from simcore.network.collectives.et_graphs import build_collective, write_collective
-from simcore.traces.chakra.et import read_trace
-from simcore.traces.chakra.export import write_comm_groups, write_traces
-from simcore.traces.chakra.json import trace_to_json
-from simcore.traces.msccl import msccl_to_traces
+if TYPE_CHECKING:
+    from simcore.emulator.inputs import (
+        read_comm_groups,
+        read_network,
+        read_remote_memory,
+        read_system,
+    )
+    from simcore.emulator.load import read_programs
+    from simcore.emulator.run import simulate_astra
+    from simcore.network.collectives.et_graphs import build_collective, write_collective
+    from simcore.traces.chakra.et import read_trace
+    from simcore.traces.chakra.export import write_comm_groups, write_traces
+    from simcore.traces.chakra.json import trace_to_json
+    from simcore.traces.msccl import msccl_to_traces
+
+# imported on first use (PEP 562): ``simsweep astra`` imports the emulator, not the exporters
+_LAZY = {
+    "read_comm_groups": "simcore.emulator.inputs", "read_network": "simcore.emulator.inputs",
+    "read_remote_memory": "simcore.emulator.inputs", "read_system": "simcore.emulator.inputs",
+    "read_programs": "simcore.emulator.load", "simulate_astra": "simcore.emulator.run",
+    "build_collective": "simcore.network.collectives.et_graphs",
+    "write_collective": "simcore.network.collectives.et_graphs", "read_trace": "simcore.traces.chakra.et",
+    "write_comm_groups": "simcore.traces.chakra.export", "write_traces": "simcore.traces.chakra.export",
+    "trace_to_json": "simcore.traces.chakra.json", "msccl_to_traces": "simcore.traces.msccl",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simcore.formats' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "astra_system_files",

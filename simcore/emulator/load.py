@@ -15,7 +15,8 @@ import numpy as np
 
 from simcore.emulator.program import INT_ATTRS, RankProgram
 from simcore.errors import InputError
-from simcore.traces.chakra.et import EtTrace, read_traces
+from simcore.traces.chakra.et import EtTrace
+from simcore.traces.chakra.patch import RankTraces, read_rank_traces
 
 __all__ = ["LazyPrograms", "program_from_trace", "read_programs"]
 
@@ -78,12 +79,13 @@ def program_from_trace(trace: EtTrace) -> RankProgram:
 class LazyPrograms(Sequence[RankProgram]):
     """Per-rank programs built on first access from decoded traces (kept in ``traces``).
 
-    A symmetry-folded run only ever builds the representatives' programs; the folding itself
-    compares the traces' columns (:mod:`simcore.emulator.symmetry`).
+    A symmetry-folded run only ever builds the representatives' programs (and, for traces read
+    by :func:`simcore.traces.chakra.patch.read_rank_traces`, their traces); the folding itself
+    reads the traces' columns, or the patches of files alike (:mod:`simcore.emulator.symmetry`).
     """
 
     def __init__(self, traces: Sequence[EtTrace]) -> None:
-        self.traces = list(traces)
+        self.traces = traces if isinstance(traces, RankTraces) else list(traces)
         self._built: dict[int, RankProgram] = {}
 
     def __len__(self) -> int:
@@ -106,5 +108,8 @@ class LazyPrograms(Sequence[RankProgram]):
 
 
 def read_programs(prefix: str | os.PathLike[str], num_ranks: int | None = None) -> LazyPrograms:
-    """Read ``<prefix>.<rank>.et`` for every rank (gzip or plain); programs are built lazily."""
-    return LazyPrograms(read_traces(prefix, num_ranks))
+    """Read ``<prefix>.<rank>.et`` for every rank (gzip or plain); programs are built lazily.
+
+    Files alike up to peers and communicator names are decoded once
+    (:func:`simcore.traces.chakra.patch.read_rank_traces`)."""
+    return LazyPrograms(read_rank_traces(prefix, num_ranks))

@@ -34,22 +34,37 @@ from simcore.emulator.program import NodeType, RankProgram
 from simcore.emulator.specs import CommGroupsSpec
 from simcore.traces.chakra._keys import distinct
 from simcore.traces.chakra.et import EtTrace
+from simcore.traces.chakra.patch import PatchBatch, RankTraces
 
 __all__ = ["representatives"]
 
 
-@dataclass(frozen=True, eq=False)
-class _View:
-    """What symmetry needs of one rank: peer-blind columns, peers and communicator groups."""
+@dataclass(eq=False)
+class _Block:
+    """Ranks with one program layout: what symmetry needs of them, one row per rank.
 
-    columns: list[NDArray[Any]]  # everything but the peers; group ids replaced later by sizes
-    node_group: NDArray[np.int64]  # per node: communicator group id (0 = all NPUs / none)
-    coll_groups: NDArray[np.int64]  # per collective node, in file order: its group id
-    peers: NDArray[np.int64]  # per send/recv node, in file order: the peer NPU
+    A block is one rank, or a template and the files patched from it
+    (:mod:`simcore.traces.chakra.patch`): they share every column but the peers and groups.
+    """
+
+    ranks: NDArray[np.int64]  # (m,)
+    columns: list[NDArray[Any]]  # peer-blind columns, shared by the block's ranks
+    pg_node: NDArray[np.int64]  # (k,) nodes that name a communicator group, ascending
+    pg_gid: NDArray[np.int64]  # (m, k) that group's id per rank (0 = all NPUs or not a number)
+    coll_col: NDArray[np.int64]  # (c,) per collective node in file order: column of pg_gid, -1 = none
+    peers: NDArray[np.int64]  # (m, s) per send/recv node in file order: the peer NPU (-1 = none)
+
+    def coll_groups(self) -> NDArray[np.int64]:
+        """(m, c) group id of each collective node (0 where it names none)."""
+        if self.pg_gid.shape[1] == 0:
+            return np.zeros((self.ranks.shape[0], self.coll_col.shape[0]), dtype=np.int64)
+        got = self.pg_gid[:, np.maximum(self.coll_col, 0)]
+        return np.where(self.coll_col >= 0, got, 0)
 
 
-def _group_table(names: Sequence[str]) -> NDArray[np.int64]:
-    return np.array([int(p) if p.isdigit() else 0 for p in names] + [0], dtype=np.int64)
+def _gid(names: Sequence[str]) -> NDArray[np.int64]:
+    """Group id of each communicator name (0 if it is not a number)."""
+    return np.array([int(p) if p.isdigit() else 0 for p in names], dtype=np.int64)
 
 
 def _peer_column(types: NDArray[Any], src: NDArray[np.int64], dst: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -57,20 +72,27 @@ def _peer_column(types: NDArray[Any], src: NDArray[np.int64], dst: NDArray[np.in
     return peer[(types == NodeType.SEND) | (types == NodeType.RECV)]
 
 
-def _program_view(program: RankProgram) -> _View:
-    node_group = _group_table(program.pg_names)[program.pg_codes]
+def _block(rank: int, columns: list[NDArray[Any]], types: NDArray[Any], codes: NDArray[np.int32],
+           names: Sequence[str], src: NDArray[np.int64], dst: NDArray[np.int64]) -> _Block:
+    """The block of one rank from its per-node group-name codes (-1 = none) and peers."""
+    pg_node = np.flatnonzero(codes >= 0)
+    col = np.full(types.shape[0], -1, dtype=np.int64)
+    col[pg_node] = np.arange(pg_node.shape[0])
+    gid = _gid(names)[codes[pg_node]] if len(names) else np.zeros(0, dtype=np.int64)
+    return _Block(np.array([rank], dtype=np.int64), columns, pg_node, gid[None, :],
+                  col[types == NodeType.COLL], _peer_column(types, src, dst)[None, :])
+
+
+def _program_block(rank: int, program: RankProgram) -> _Block:
     cols: list[NDArray[Any]] = [program.ids, program.types, program.duration_us, program.is_cpu_op,
                                 program.parents_ptr, program.parents,
                                 np.array([repr(program.involved_dim)], dtype=object)]
     cols += [program.ints[name] for name in sorted(program.ints) if name not in ("comm_src", "comm_dst")]
-    return _View(cols, node_group, node_group[program.types == NodeType.COLL],
-                 _peer_column(program.types, program.attr("comm_src"), program.attr("comm_dst")))
+    return _block(rank, cols, program.types, program.pg_codes, program.pg_names,
+                  program.attr("comm_src"), program.attr("comm_dst"))
 
 
-def _trace_view(trace: EtTrace) -> _View:
-    """The same from a decoded ET file, without building a program (used for folded-away ranks)."""
-    pg = trace.str_attr("pg_name")
-    node_group = _group_table(pg.categories)[pg.codes]
+def _trace_columns(trace: EtTrace) -> list[NDArray[Any]]:
     cols: list[NDArray[Any]] = [trace.ids, trace.types, trace.duration_micros, trace.data_ptr, trace.data_deps,
                                 trace.ctrl_ptr, trace.ctrl_deps]
     for name in sorted(trace.ints):
@@ -78,21 +100,77 @@ def _trace_view(trace: EtTrace) -> _View:
             cols += list(trace.ints[name])
     for name in sorted(trace.lists):
         cols += list(trace.lists[name])
+    return cols
+
+
+def _trace_block(rank: int, trace: EtTrace) -> _Block:
+    """The same from a decoded ET file, without building a program."""
+    pg = trace.str_attr("pg_name")
     src = np.where(trace.int_attr("comm_src")[1], trace.int_attr("comm_src")[0], -1)
     dst = np.where(trace.int_attr("comm_dst")[1], trace.int_attr("comm_dst")[0], -1)
-    return _View(cols, node_group, node_group[trace.types == NodeType.COLL], _peer_column(trace.types, src, dst))
+    return _block(rank, _trace_columns(trace), trace.types, pg.codes, pg.categories, src, dst)
 
 
-def _views(programs: Sequence[RankProgram]) -> list[_View]:
+def _last_rows(owner: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Rows that are the last of their owner (rows in file order: owners non-decreasing)."""
+    if owner.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.append(owner[1:] != owner[:-1], True))
+
+
+def _patched_block(batch: PatchBatch, columns: list[NDArray[Any]]) -> _Block:
+    """The block of a template's patched files, from the patches (no trace is built)."""
+    t = batch.template
+    trace = t.trace
+    n, m = trace.num_nodes, batch.ranks.shape[0]
+    types = trace.types
+    owner = t.str_owner.get("pg_name", np.zeros(0, dtype=np.int64))
+    last = _last_rows(owner)  # a node naming its group twice keeps the last, as decoding does
+    pg_node = owner[last]
+    col = np.full(n, -1, dtype=np.int64)
+    col[pg_node] = np.arange(pg_node.shape[0])
+    gid = _gid(batch.categories)
+    if last.size:
+        codes, column = batch.strs["pg_name"]
+        pg_gid = gid[codes[:, column[last]]]
+    else:
+        pg_gid = np.zeros((m, 0), dtype=np.int64)
+    sr = (types == NodeType.SEND) | (types == NodeType.RECV)
+    position = np.cumsum(sr) - 1  # node -> its index among the send/recv nodes
+    src = np.where(trace.int_attr("comm_src")[1], trace.int_attr("comm_src")[0], -1)
+    dst = np.where(trace.int_attr("comm_dst")[1], trace.int_attr("comm_dst")[0], -1)
+    peers = np.repeat(_peer_column(types, src, dst)[None, :], m, axis=0)
+    for name, kind in (("comm_src", NodeType.RECV), ("comm_dst", NodeType.SEND)):
+        rows = _last_rows(t.int_owner[name])
+        nodes = t.int_owner[name][rows]
+        use = types[nodes] == kind
+        peers[:, position[nodes[use]]] = batch.ints[name][:, rows[use]]
+    return _Block(batch.ranks, columns, pg_node, pg_gid, col[types == NodeType.COLL], peers)
+
+
+def _blocks(programs: Sequence[RankProgram]) -> list[_Block]:
     from simcore.emulator.load import LazyPrograms
 
-    if isinstance(programs, LazyPrograms):
-        return [_trace_view(t) for t in programs.traces]
-    return [_program_view(p) for p in programs]
+    if not isinstance(programs, LazyPrograms):
+        return [_program_block(r, p) for r, p in enumerate(programs)]
+    traces = programs.traces
+    if not isinstance(traces, RankTraces):
+        return [_trace_block(r, t) for r, t in enumerate(traces)]
+    out, patched = [], set()
+    columns: dict[int, list[NDArray[Any]]] = {}
+    for batch in traces.batches:
+        t = batch.template
+        cols = columns.get(id(t))
+        if cols is None:
+            cols = columns[id(t)] = _trace_columns(t.trace)
+        out.append(_patched_block(batch, cols))
+        patched.update(batch.ranks.tolist())
+    out += [_trace_block(r, traces[r]) for r in range(len(traces)) if r not in patched]
+    return out
 
 
 def _digest(cols: list[NDArray[Any]]) -> tuple[Any, ...]:
-    """A bucketing key of a rank's peer-blind columns: dtypes, shapes and a CRC-32 of the content."""
+    """A bucketing key of peer-blind columns: dtypes, shapes and a CRC-32 of the content."""
     crc = 0
     for col in cols:
         data = repr(col.tolist()).encode() if col.dtype == object else np.ascontiguousarray(col).tobytes()
@@ -100,32 +178,33 @@ def _digest(cols: list[NDArray[Any]]) -> tuple[Any, ...]:
     return (crc, *((c.dtype.str, c.shape) for c in cols))
 
 
-def _base_colors(views: list[_View], sizes: dict[int, int]) -> NDArray[np.int64]:
-    """Colour = class of ranks whose peer-blind columns are equal.
+def _layout_ids(blocks: list[_Block]) -> list[int]:
+    """Per block, the class of its shared layout: equal peer-blind columns and group-naming nodes.
 
-    Ranks are bucketed by a hash of their columns (one pass, no pairwise comparison); each rank is
-    then checked element by element against its bucket's first rank, so a hash collision can only
-    split a class, never merge two.
+    Blocks are bucketed by a hash of their columns (one pass, no pairwise comparison); each is
+    then checked element by element against its bucket's members, so a hash collision can only
+    split a class, never merge two. Blocks patched from one template share its columns and are
+    hashed once.
     """
-    table = np.full(max(max(sizes), max(int(v.node_group.max(initial=0)) for v in views)) + 1, -1, dtype=np.int64)
-    for gid, size in sizes.items():
-        table[gid] = size
-    first: dict[tuple[Any, ...], tuple[int, list[NDArray[Any]]]] = {}
-    color = np.zeros(len(views), dtype=np.int64)
+    buckets: dict[tuple[Any, ...], list[tuple[int, list[NDArray[Any]]]]] = {}
+    by_columns: dict[int, list[tuple[NDArray[np.int64], int]]] = {}
+    out: list[int] = []
     count = 0
-    for r, view in enumerate(views):
-        cols = [*view.columns, table[view.node_group]]
-        key = _digest(cols)
-        found = first.get(key)
-        if found is not None and all(a.shape == b.shape and np.array_equal(a, b)
-                                     for a, b in zip(cols, found[1], strict=True)):
-            color[r] = found[0]
-            continue
+    for block in blocks:
+        known = by_columns.setdefault(id(block.columns), [])
+        found = next((c for nodes, c in known if np.array_equal(nodes, block.pg_node)), None)
         if found is None:
-            first[key] = (count, cols)
-        color[r] = count
-        count += 1
-    return color
+            cols = [*block.columns, block.pg_node]
+            bucket = buckets.setdefault(_digest(cols), [])
+            found = next((c for c, other in bucket if all(
+                a is b or (a.shape == b.shape and np.array_equal(a, b)) for a, b in zip(cols, other, strict=True))),
+                None)
+            if found is None:
+                found, count = count, count + 1
+                bucket.append((found, cols))
+            known.append((block.pg_node, found))
+        out.append(found)
+    return out
 
 
 def _symmetric_network(topology: Topology, backend: str) -> bool:
@@ -144,9 +223,16 @@ def _diff_dims(topology: Topology, a: NDArray[np.int64], b: NDArray[np.int64]) -
     return out
 
 
-def _ids(keys: Sequence[bytes]) -> NDArray[np.int64]:
+def _rows(matrix: NDArray[np.int64], ranks: NDArray[np.int64], into: list[bytes | None], extra: bytes = b"") -> None:
+    """``into[rank]`` = that rank's row of ``matrix`` as bytes (prefixed by ``extra``)."""
+    data = np.ascontiguousarray(matrix, dtype=np.int64)
+    for r, row in zip(ranks.tolist(), data, strict=True):
+        into[r] = extra + row.tobytes()
+
+
+def _ids(keys: Sequence[bytes | None]) -> NDArray[np.int64]:
     """Dense colour ids in order of first appearance."""
-    first: dict[bytes, int] = {}
+    first: dict[bytes | None, int] = {}
     return np.array([first.setdefault(k, len(first)) for k in keys], dtype=np.int64)
 
 
@@ -157,8 +243,9 @@ def representatives(programs: Sequence[RankProgram], groups: CommGroupsSpec, top
     Colour refinement: a rank's colour is refined with, in program order, its send/recv peers'
     colours and the network dimension each such message crosses, and for each collective its
     group's colour (the members' colours in ring order) and the dimensions of its own ring edges
-    (to the next and from the previous member). Each round hashes every rank once (no pairwise
-    comparison). Folding needs every group to be either of one colour (its members fold onto one
+    (to the next and from the previous member). Each round keys every rank once by the bytes of
+    that row (no pairwise comparison), computed for all ranks of one program layout at once.
+    Folding needs every group to be either of one colour (its members fold onto one
     representative, whose ring messages then cost the real route) or of distinct colours (each
     member is simulated: e.g. the tied-embedding pair of the first and last pipeline stage).
     """
@@ -168,45 +255,53 @@ def representatives(programs: Sequence[RankProgram], groups: CommGroupsSpec, top
         return identity
     members = {gid: np.array(m, dtype=np.int64) for gid, m in groups.groups}
     members[0] = np.arange(n, dtype=np.int64)
-    sizes = {gid: len(m) for gid, m in members.items()}
-    views = _views(programs)
-    gids = [v.coll_groups for v in views]
-    if any(int(g) not in members for ids in gids for g in distinct(ids)):
+    blocks = _blocks(programs)
+    gids = [b.coll_groups() for b in blocks]
+    used_ids = distinct(np.concatenate([g.reshape(-1) for g in gids] or [np.zeros(0, np.int64)]))
+    if any(int(g) not in members for g in used_ids.tolist()):
         return identity  # an unknown group: the workload layer reports it
-    peers = [v.peers for v in views]
-    if any(((p < 0) | (p >= n)).any() for p in peers):
+    if any(((b.peers < 0) | (b.peers >= n)).any() for b in blocks):
         return identity
-    used = sorted({int(g) for ids in gids for g in distinct(ids)})
+    used = used_ids.tolist()
     ring = {g: np.sort(members[g]) for g in used}
-    edge = {}  # group -> (dim to the next member, dim from the previous one) per ring position
+    # (group, member) -> (dim to the next member) * 64 + (dim from the previous one), as a sorted table
+    pair_keys, pair_codes = [], []
     for g in used:
         m = ring[g]
         nxt, prv = _diff_dims(topology, m, np.roll(m, -1)), _diff_dims(topology, np.roll(m, 1), m)
-        edge[g] = dict(zip(m.tolist(), (nxt * 64 + prv).tolist(), strict=True))
-    peer_dims = [_diff_dims(topology, np.full_like(peers[r], r), peers[r]) for r in range(n)]
-    own_edges = []
-    for r in range(n):
-        codes = np.zeros(len(gids[r]), dtype=np.int64)
-        for g in distinct(gids[r]).tolist():
-            if r not in edge[int(g)]:
-                return identity  # a collective of a group the rank is not in: reported when run
-            codes[gids[r] == g] = edge[int(g)][r]
-        own_edges.append(codes)
-    color = _base_colors(views, sizes)
+        pair_keys.append(g * n + m)
+        pair_codes.append(nxt * 64 + prv)
+    keys = np.concatenate(pair_keys or [np.zeros(0, np.int64)])
+    order = np.argsort(keys, kind="stable")
+    keys, codes = keys[order], np.concatenate(pair_codes or [np.zeros(0, np.int64)])[order]
+    peer_dims, own_edges = [], []
+    for b, g in zip(blocks, gids, strict=True):
+        peer_dims.append(_diff_dims(topology, b.ranks[:, None], b.peers))
+        want = g * n + b.ranks[:, None]
+        at = np.minimum(np.searchsorted(keys, want), max(keys.shape[0] - 1, 0))
+        if want.size and (keys.shape[0] == 0 or (keys[at] != want).any()):
+            return identity  # a collective of a group the rank is not in: reported when run
+        own_edges.append(codes[at] if want.size else np.zeros(want.shape, dtype=np.int64))
+    # base colour: the shared layout, then the sizes of the groups each rank's nodes name
+    size_of = {gid: len(m) for gid, m in members.items()}
+    known = np.array(sorted(size_of), dtype=np.int64)
+    known_size = np.array([size_of[g] for g in known.tolist()], dtype=np.int64)
+    base: list[bytes | None] = [None] * n
+    for b, layout in zip(blocks, _layout_ids(blocks), strict=True):
+        at = np.minimum(np.searchsorted(known, b.pg_gid), known.shape[0] - 1)
+        sizes = np.where(known[at] == b.pg_gid, known_size[at], -1)
+        _rows(sizes, b.ranks, base, layout.to_bytes(8, "little", signed=True))
+    color = _ids(base)
     classes = int(color.max()) + 1
     while True:
         gcolor = {g: hashlib.blake2b(color[ring[g]].tobytes(), digest_size=8).digest() for g in used}
         gnum = np.zeros(max(members) + 1, dtype=np.int64)
         gnum[list(gcolor)] = _ids(list(gcolor.values()))  # group id -> colour sequence of its ring
-        keys = []
-        for r in range(n):
-            h = hashlib.blake2b(int(color[r]).to_bytes(8, "little"), digest_size=16)
-            h.update(color[peers[r]].tobytes())
-            h.update(peer_dims[r].tobytes())
-            h.update(gnum[gids[r]].tobytes())
-            h.update(own_edges[r].tobytes())
-            keys.append(h.digest())
-        color = _ids(keys)
+        rows: list[bytes | None] = [None] * n
+        for b, g, pd, oe in zip(blocks, gids, peer_dims, own_edges, strict=True):
+            matrix = np.concatenate([color[b.ranks][:, None], color[b.peers], pd, gnum[g], oe], axis=1)
+            _rows(matrix, b.ranks, rows)
+        color = _ids(rows)
         if int(color.max()) + 1 == classes:
             break
         classes = int(color.max()) + 1

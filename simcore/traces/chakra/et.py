@@ -32,6 +32,7 @@ __all__ = [
     "NodeType",
     "Ragged",
     "StrColumn",
+    "read_paths",
     "read_trace",
     "read_traces",
     "trace_paths",
@@ -74,7 +75,12 @@ def trace_paths(prefix: str | os.PathLike[str], num_ranks: int | None = None) ->
     pre = Path(prefix)
     if num_ranks is not None:
         paths = [f"{pre}.{r}.et" for r in range(num_ranks)]
-        missing = [p for p in paths if not os.path.exists(p)]
+        folder = pre.parent if str(pre.parent) else Path(".")
+        try:  # one directory listing instead of a stat per rank
+            names = set(os.listdir(folder))
+        except OSError:
+            names = set()
+        missing = [p for p in paths if os.path.basename(p) not in names and not os.path.isfile(p)]
         if missing:
             raise InputError("workload", str(prefix), f"missing trace file {missing[0]}")
         return paths
@@ -121,9 +127,13 @@ def read_traces(
     and decoded several files per vectorized pass, passes spread over ``threads`` threads
     (default: one per CPU, at most 4; zlib and numpy release the GIL), and the set is cached.
     """
+    return read_paths(trace_paths(prefix, num_ranks), cache=cache, threads=threads)
+
+
+def read_paths(paths: list[str], *, cache: bool = True, threads: int | None = None) -> list[EtTrace]:
+    """Read the ET files ``paths`` (see :func:`read_traces`); element i is ``paths[i]``'s trace."""
     from simcore.traces.chakra import cache as et_cache
 
-    paths = trace_paths(prefix, num_ranks)
     out: list[EtTrace | None] = [et_cache.load_memory(p) if cache else None for p in paths]
     if cache and any(t is None for t in out):
         together = et_cache.load_many(paths)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ from simcore.traces.chakra.encode import (
     encode_node_fields,
     encode_record,
     encode_record_field,
+    varint,
 )
 from simcore.traces.chakra.schema import NodeType
 from simcore.traces.chakra.trace import EtTrace
@@ -285,8 +287,14 @@ class _VarNode:
         self.var, self.as_str = var, as_str
 
     def __call__(self, value: int) -> bytes:
-        attr = encode_record_field(_attr(self.var, str(value) if self.as_str else value))
-        return encode_record(self.head + attr + self.tail)
+        attr = _VAR_FIELDS.get((self.var, self.as_str, value))
+        if attr is None:  # the attribute field of one value, shared by every node of the slot
+            attr = encode_record_field(_attr(self.var, str(value) if self.as_str else value))
+            _VAR_FIELDS[(self.var, self.as_str, value)] = attr
+        return varint(len(self.head) + len(attr) + len(self.tail)) + self.head + attr + self.tail
+
+
+_VAR_FIELDS: dict[tuple[str, bool, int], bytes] = {}
 
 
 @dataclass(frozen=True)
@@ -370,6 +378,30 @@ def _merge_runs(parts: list[bytes | _Slot]) -> list[bytes | _Slot]:
     return merged
 
 
+def _stage_plan(parts: list[bytes | _Slot]) -> tuple[tuple[bytes, ...], dict[tuple[str, int | str], list[_Slot]],
+                                                    Callable[[tuple[bytes, ...]], tuple[bytes, ...]]]:
+    """A stage's fixed runs, its slots by key, and the picker that lays a rank's table out in
+    file order: the table is (metadata, *fixed runs, *each key's slot records in key order)."""
+    fixed: list[bytes] = []
+    keyed: dict[tuple[str, int | str], list[_Slot]] = {}
+    where: list[tuple[tuple[str, int | str] | None, int]] = []
+    for part in parts:
+        if isinstance(part, bytes):
+            where.append((None, len(fixed)))
+            fixed.append(part)
+        else:
+            where.append((part.key, len(keyed.setdefault(part.key, []))))
+            keyed[part.key].append(part)
+    start: dict[tuple[str, int | str] | None, int] = {None: 1}
+    at = 1 + len(fixed)
+    for key, slots in keyed.items():
+        start[key] = at
+        at += len(slots)
+    order = [0, *(start[key] + i for key, i in where)]
+    pick = itemgetter(*order) if len(order) > 1 else (lambda table: (table[0],))
+    return tuple(fixed), keyed, pick
+
+
 def transformer_to_files(
     workload: TransformerWorkload, layout: RankLayout, template_us: NDArray[np.float64],
 ) -> tuple[Iterator[tuple[int, bytes]], int, dict[int, tuple[int, ...]]]:
@@ -388,33 +420,25 @@ def transformer_to_files(
     schema = _attr("schema", _META_SCHEMA)
     group_rows = {kind: ids.tolist() for kind, ids in group_of.items()}
 
+    plans = [_stage_plan(parts) for parts in layouts]
+
     def files() -> Iterator[tuple[int, bytes]]:
-        memo: dict[tuple[int, int], bytes] = {}
+        memo: dict[tuple[int, tuple[str, int | str], int], tuple[bytes, ...]] = {}
         for r in range(lay.num_ranks):
             coords = lay.coords(r)
-            values: dict[tuple[str, int | str], int] = {}
-            out = [encode_record(encode_metadata_fields(_VERSION, (schema, _attr("rank", r))))]
-            for part in layouts[coords.pp]:
-                if isinstance(part, bytes):
-                    out.append(part)
+            fixed, keyed, pick = plans[coords.pp]
+            table = (encode_record(encode_metadata_fields(_VERSION, (schema, _attr("rank", r)))), *fixed)
+            for key, slots in keyed.items():
+                what, arg = key
+                if what == "group":  # a communicator: its nodes are shared by its members
+                    v = int(group_rows[str(arg)][r]) if arg in group_rows else 0
+                    got = memo.get((coords.pp, key, v))
+                    if got is None:
+                        got = memo[(coords.pp, key, v)] = tuple(slot.encode(v) for slot in slots)
+                    table += got
                     continue
-                v = values.get(part.key)
-                if v is None:
-                    what, arg = part.key
-                    if what == "peer":
-                        v = lay.peer(r, int(arg))
-                    elif what == "group":
-                        v = int(group_rows[str(arg)][r]) if arg in group_rows else 0
-                    else:
-                        v = lay.moved(r, "cp", (coords.cp + int(arg)) % lay.cp)
-                    values[part.key] = v
-                if part.key[0] != "group":  # a peer: this rank's own
-                    out.append(part.encode(v))
-                    continue
-                rec = memo.get((id(part), v))  # a communicator: shared by its members
-                if rec is None:
-                    rec = memo[(id(part), v)] = part.encode(v)
-                out.append(rec)
-            yield r, b"".join(out)
+                v = lay.peer(r, int(arg)) if what == "peer" else lay.moved(r, "cp", (coords.cp + int(arg)) % lay.cp)
+                table += tuple(slot.encode(v) for slot in slots)  # a peer: this rank's own
+            yield r, b"".join(pick(table))
 
     return files(), total, groups

@@ -12,6 +12,7 @@ from simcore.emulator.program import NodeType, RankProgram
 from simcore.emulator.run import simulate_astra
 from simcore.emulator.specs import CommGroupsSpec
 from simcore.emulator.symmetry import representatives
+from tests.shared_paths import SHARED, needs_shared
 
 DATA = Path(__file__).parents[2] / "data" / "astra"
 GROUPS = CommGroupsSpec(((1, (0, 1, 2, 3)), (2, (4, 5, 6, 7))))
@@ -110,3 +111,24 @@ def test_groups_across_classes_fold_exactly(backend: str, network: str, delay_us
     assert representatives(programs, TIED, Topology(net), backend) == [0, 0, 0, 0, 4, 4, 4, 4]
     full = simulate_astra(programs, system, net, backend, TIED, fold=False)
     assert simulate_astra(programs, system, net, backend, TIED, fold=True) == full
+
+
+@needs_shared
+@pytest.mark.parametrize("network", ["network.yml", "network_1d.yml"])
+@pytest.mark.parametrize("backend", ["unaware", "aware"])
+def test_folding_from_patches_equals_folding_from_each_decoded_trace(network: str, backend: str) -> None:
+    """The 256-NPU export read by templates and patches folds exactly as every rank decoded on its own."""
+    from simcore.emulator.inputs import read_comm_groups
+    from simcore.emulator.load import LazyPrograms, read_programs
+    from simcore.traces.chakra.et import read_traces
+    from simcore.traces.chakra.patch import RankTraces
+
+    folder = SHARED / "astra-inputs" / "gpt3_175b_256npu_export"
+    topo = Topology(read_network(folder / network))
+    groups = read_comm_groups(folder / "comm_groups.json", topo.npus)
+    patched = read_programs(folder / "workload", topo.npus)
+    assert isinstance(patched.traces, RankTraces)
+    decoded = LazyPrograms(read_traces(folder / "workload", topo.npus, cache=False))
+    rep = representatives(patched, groups, topo, backend)
+    assert rep == representatives(decoded, groups, topo, backend)
+    assert len(set(rep)) == (256 if (backend, network) == ("aware", "network.yml") else 8)
