@@ -172,6 +172,8 @@ def write_workload(out: str, model: Any, parallel: Any, system: Any
     if export_files is not None:
         files, nodes, groups = export_files(cw.workload, layout, micros)
         return list(write_files(out, files)), int(nodes), groups
+    from simcore.traces.chakra.export import write_traces  # lazy (see _LAZY)
+
     traces, groups = family.export_traces(cw.workload, layout, micros)
     paths = write_traces(out, [traces[r] for r in range(len(traces))])
     return list(paths), sum(t.num_nodes for t in traces.values()), groups
