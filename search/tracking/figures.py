@@ -56,8 +56,9 @@ def save_png(fig: Any, path: Path, dpi: int = 100) -> Path:
     import matplotlib.pyplot as plt
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():  # figures with colour bars (Optuna's) keep their layout
-        warnings.filterwarnings("ignore", message=".*not compatible with tight_layout")
+    with warnings.catch_warnings():  # best effort: a figure tight_layout cannot fit (colour
+        # bars, long tick labels) keeps its layout instead of printing a notice
+        warnings.filterwarnings("ignore", category=UserWarning)
         fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
