@@ -45,6 +45,9 @@ def new_axes(width_in: float = 6.4, height_in: float = 4.0) -> tuple[Any, Any]:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    # matplotlib's default style: Optuna's matplotlib plots switch the process to "ggplot",
+    # which would otherwise restyle every later figure of a process that ran a study
+    matplotlib.rcdefaults()
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(width_in, height_in))

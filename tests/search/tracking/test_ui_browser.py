@@ -106,7 +106,7 @@ def _shows_png(shot: Path, png: bytes, box: tuple[int, int, int, int]) -> int:
     values, counts = np.unique(marks, axis=0, return_counts=True)
     colour = values[counts.argmax()]
     pixels = np.asarray(Image.open(shot).convert("RGB").crop(box), dtype=np.int16)
-    return int((np.abs(pixels - colour).max(axis=2) <= 12).sum())
+    return int((np.abs(pixels - colour).max(axis=2) <= 24).sum())  # scaled: blended edges
 
 
 def _text(dom: str) -> str:
@@ -212,7 +212,7 @@ def test_runs_plots_and_tables_render_in_chromium(ray_local, plan_for, tmp_path)
                 else:  # the image viewer shows the PNG's own plot marks
                     url = f"{base}/get-artifact?path={name}&run_uuid={run.info.run_id}"
                     with urllib.request.urlopen(url, timeout=60) as resp:
-                        assert _shows_png(image, resp.read(), viewer_box) > 30, name
+                        assert _shows_png(image, resp.read(), viewer_box) > 50, name
         page = (f"{base}/#/experiments/{exp}/runs/{sweep_parent.info.run_id}/artifacts/"
                 f"results.csv?workflowType=machine_learning")
         text = _text(_chromium(page, tmp_path / "p3", shots / "ui-results.png"))
