@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"simsweep: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
+    from search.quiet import silence_third_party_warnings
+
+    silence_third_party_warnings()
     try:
         module = importlib.import_module(COMMANDS[name][0])
         code = int(module.main(rest) or 0)

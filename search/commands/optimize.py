@@ -122,7 +122,14 @@ def main(argv: list[str]) -> int:
     _print_best(setup, outcome)
     print(f"results: {outcome.table_path}")
     if outcome.parent_run_id:
-        print(f"MLflow: parent run {outcome.parent_run_id}; open with `simsweep ui`")
+        from search.tracking.client import ui_link
+
+        uri = str(cfg.tracking.get("uri") or "")
+        base = uri if uri.startswith("http") else None
+        link = ui_link(base or "http://127.0.0.1:5000", tracking.tracker.experiment_id
+                       if tracking is not None else None, view=outcome.parent_run_id)
+        print(f"MLflow: parent run {outcome.parent_run_id}")
+        print(f"browse the trials: {'' if base else 'simsweep ui, then open '}{link}")
     elif tracking is not None:
         print(f"MLflow not updated ({outcome.tracking_error}); the study storage in "
               f"{setup.output_dir} holds every trial; rerun with search.resume=true to log them")

@@ -46,6 +46,7 @@ def main(argv: list[str]) -> int:
     cfg = plan.base_cfg
     print(f"sweep {cfg.sweep.name}: {plan.num_points} points, {len(plan.combos)} structure "
           f"group(s), axes: {', '.join(a.key for a in plan.axes) or '(none)'}", flush=True)
+    print(plan.fixed_note(), flush=True)
     try:
         outcome = run_sweep(plan, cfg)
     except KeyboardInterrupt:
@@ -66,9 +67,8 @@ def main(argv: list[str]) -> int:
         from search.tracking.client import ui_link
 
         base = cfg.tracking.uri if str(cfg.tracking.uri or "").startswith("http") else None
-        asc = str(cfg.sweep.direction) == "minimize"
-        link = ui_link(base or "http://127.0.0.1:5000", outcome.experiment_id, "point",
-                       str(cfg.sweep.objective) if asc else None)
+        link = ui_link(base or "http://127.0.0.1:5000", outcome.experiment_id,
+                       view=outcome.parent_run_id)
         print(f"browse the runs: {'' if base else 'simsweep ui, then open '}{link}")
     elif cfg.tracking.enabled:
         print(f"MLflow not updated ({outcome.tracking_error}); results are safe on disk. "

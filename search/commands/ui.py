@@ -1,7 +1,9 @@
 """``simsweep ui [--host H] [--port P] [--uri URI]``: the MLflow UI on the local tracking store.
 
 Serves ``<repo or cwd>/.simsweep/mlflow.db`` (the default store of ``simsweep sweep``) with its
-artifacts, on 127.0.0.1:5000 unless told otherwise. The process becomes the MLflow server (exec);
+artifacts, on 127.0.0.1:5000 unless told otherwise, and prints one link per experiment: its
+runs table in the saved view of its latest sweep or study (child runs flat, sorted by the
+objective, axis and metric columns shown). The process becomes the MLflow server (exec);
 Ctrl-C stops it.
 """
 
@@ -11,6 +13,7 @@ import os
 import sys
 
 from search.commands.usage import print_help, wants_help
+from search.quiet import server_warning_env
 
 __all__ = ["main", "ui_command"]
 
@@ -27,8 +30,12 @@ def ui_command(argv: list[str]) -> list[str]:
             raise SystemExit(f"simsweep ui: unknown option {arg!r} (use --host, --port, --uri)")
         opts[key] = value or next(it, None)
     uri, artifacts = default_store()
+    # one server process (MLflow's default of 4 takes tens of seconds to start on a small
+    # machine; one serves a local browser), uvicorn's per-request INFO lines off
     cmd = [sys.executable, "-m", "mlflow", "ui", "--host", str(opts["--host"]),
-           "--port", str(opts["--port"]), "--backend-store-uri", opts["--uri"] or uri]
+           "--port", str(opts["--port"]), "--workers", "1",
+           "--uvicorn-opts", "--log-level warning",
+           "--backend-store-uri", opts["--uri"] or uri]
     if opts["--uri"] is None:
         cmd += ["--default-artifact-root", artifacts]
     return cmd
@@ -42,7 +49,7 @@ def _experiment_links(store: str, base: str) -> list[tuple[str, str]]:
     """(experiment name, runs-table link) of every experiment in a local store."""
     if not store.startswith("sqlite:"):
         return []
-    from search.tracking.client import quiet_mlflow_logs, ui_link
+    from search.tracking.client import latest_view, quiet_mlflow_logs, ui_link
 
     quiet_mlflow_logs()
     from mlflow import MlflowClient
@@ -50,7 +57,8 @@ def _experiment_links(store: str, base: str) -> list[tuple[str, str]]:
     out = []
     for exp in MlflowClient(store).search_experiments():
         kind = "trial" if exp.name.startswith("search-") else "point"
-        out.append((exp.name, ui_link(base, exp.experiment_id, kind, "iteration_time_s")))
+        out.append((exp.name, ui_link(base, exp.experiment_id, kind, "iteration_time_s",
+                                      view=latest_view(exp))))
     return out
 
 
@@ -67,4 +75,6 @@ def main(argv: list[str]) -> int:
     for name, link in _experiment_links(store, base):
         print(f"  {name}: {link}", flush=True)
     sys.stdout.flush()
-    os.execv(cmd[0], cmd)  # become the MLflow server: signals reach it directly
+    # become the MLflow server (signals reach it directly), without third-party deprecation
+    # notices (search.quiet)
+    os.execve(cmd[0], cmd, server_warning_env(dict(os.environ)))

@@ -5,7 +5,10 @@ Model (DESIGN.md "Reliability": results are on disk first): a sweep's output fol
 killed driver leaves only whole parts; the table is the concatenation of the parts. Columns:
 ``point_id`` and ``point_hash`` (identity), one column per sweep axis (the config key as the
 column name), the metrics (``iteration_time_s``, ``mfu``, ... as returned by the engine),
-``feasible``, ``reason``, and where it ran (``batch_id``, ``worker_node``).
+``feasible``, ``reason``, and where and when it ran (``batch_id``, ``worker_node``;
+``eval_start_unix_s`` / ``eval_wall_s``: a batch is evaluated as one vectorized call, so each of
+its B points is given 1/B of the batch's evaluation wall time, the points' intervals tiling the
+batch's interval in row order; MLflow child runs take their start and end times from them).
 """
 
 from __future__ import annotations
@@ -26,13 +29,16 @@ from simcore.errors import InputError
 __all__ = ["ResultsStore", "Summary", "batch_frame", "format_summary", "summarize"]
 
 ID_COLUMNS = ("point_id", "point_hash")
-TAIL_COLUMNS = ("feasible", "reason", "batch_id", "worker_node")
+TAIL_COLUMNS = ("feasible", "reason", "batch_id", "worker_node", "eval_start_unix_s",
+                "eval_wall_s")
 
 
 def batch_frame(point_ids: NDArray[np.int64], hashes: list[str],
                 axes: Mapping[str, NDArray[Any]], columns: Mapping[str, NDArray[Any]],
-                batch_id: int, worker_node: str) -> pl.DataFrame:
-    """One batch's rows: identity, axis values, metric columns, feasibility, provenance."""
+                batch_id: int, worker_node: str, started_unix_s: float | None = None,
+                elapsed_s: float = 0.0) -> pl.DataFrame:
+    """One batch's rows: identity, axis values, metric columns, feasibility, provenance
+    (with the batch's evaluation start time and wall time, each point's share of it)."""
     data: dict[str, Any] = {"point_id": point_ids, "point_hash": hashes}
     for key, values in axes.items():
         data[key] = values.tolist() if values.dtype == object else values
@@ -43,6 +49,11 @@ def batch_frame(point_ids: NDArray[np.int64], hashes: list[str],
     data["reason"] = [str(r) for r in columns["reason"]]
     data["batch_id"] = np.full(len(point_ids), batch_id, dtype=np.int64)
     data["worker_node"] = [worker_node] * len(point_ids)
+    n = len(point_ids)
+    share_s = elapsed_s / n if n else 0.0
+    start = time.time() - elapsed_s if started_unix_s is None else started_unix_s
+    data["eval_start_unix_s"] = start + share_s * np.arange(n, dtype=np.float64)
+    data["eval_wall_s"] = np.full(n, share_s, dtype=np.float64)
     return pl.DataFrame(data)
 
 

@@ -100,7 +100,8 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: Results
             for res in pool.imap_unordered(batches):
                 axes = {k: v[res.point_ids] for k, v in params.items()}
                 hashes = [plan.point_hash[i] for i in res.point_ids.tolist()]
-                frame = batch_frame(res.point_ids, hashes, axes, res.columns, res.batch_id, res.node_id)
+                frame = batch_frame(res.point_ids, hashes, axes, res.columns, res.batch_id,
+                                    res.node_id, time.time() - res.elapsed_s, res.elapsed_s)
                 store.add(frame)
                 if track is not None:
                     track.submit(frame)

@@ -104,6 +104,29 @@ class SweepPlan:
     point_hash: list[str]
     sweep_hash: str
     derived: dict[str, NDArray[Any]] = dataclasses.field(default_factory=dict)
+    unused_file_axes: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def fixed_values(self) -> dict[str, str]:
+        """The headline keys every point shares (:data:`FIXED_KEYS` not swept), as composed."""
+        swept = set(self.param_keys)
+        out = {}
+        for key in FIXED_KEYS:
+            value = OmegaConf.select(self.base_cfg, key)
+            if key not in swept and value is not None and not _is_swept_group(key, swept):
+                out[key] = str(value)
+        return out
+
+    def fixed_note(self) -> str:
+        """One line for the terminal: what stays fixed, and the sweep file's entries that a
+        command line naming axes left out (they are not merged: ``sweep=<name>`` keeps them)."""
+        text = "fixed: " + ", ".join(f"{k}={v}" for k, v in self.fixed_values.items())
+        if self.unused_file_axes:
+            name = self.base_cfg.sweep.name
+            text += ("\n  (the command line names axes, so conf/sweep/" + str(name) + ".yaml is "
+                     "not used: " + ", ".join(f"{k}={v}" for k, v in self.unused_file_axes.items())
+                     + f"; add sweep={name} to sweep its axes with yours, or set those keys)")
+        return text
 
     @property
     def param_keys(self) -> list[str]:
@@ -217,8 +240,13 @@ def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Seque
     validate_config(base_cfg)
     sweep = base_cfg.sweep
     file_axes = {str(k): str(v) for k, v in (sweep.get("axes") or {}).items()}
+    unused: dict[str, str] = {}
     if probe.axes and not any(t.split("=", 1)[0] == "sweep" for t in probe.fixed):
-        file_axes = {}  # axes on the command line replace the default sweep file's
+        # axes on the command line replace the default sweep file's (fixed values included:
+        # a preset may derive them, e.g. num_gpus of a device-pool cluster)
+        cli_keys = {t.split("=", 1)[0].lstrip("+~") for t in cli}
+        unused = {k: v for k, v in file_axes.items() if k not in cli_keys}
+        file_axes = {}
     seed = int(sweep.seed)
     parsed = parse_overrides(cli, file_axes, options, seed)
     if parsed.fixed != probe.fixed:  # the sweep file also fixes single values
@@ -241,7 +269,17 @@ def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Seque
              "mode": str(sweep.mode), "seed": seed, "n": n, "base": base.config_hash}
     return SweepPlan(base_cfg, parsed.fixed, parsed.axes, columns, hardware, combos, combo_of,
                      hashes, _sha(json.dumps(ident, sort_keys=True)),
-                     pool_columns([c.system for c in combos], combo_of))
+                     pool_columns([c.system for c in combos], combo_of), unused)
+
+
+#: keys a sweep's terminal header reports as fixed when they are not swept
+FIXED_KEYS = ("workload.name", "system.name", "system.num_gpus", "parallel.global_batch",
+              "parallel.micro_batch", "parallel.tp", "parallel.pp", "fidelity")
+
+
+def _is_swept_group(key: str, swept: set[str]) -> bool:
+    """``workload.name`` is swept when the ``workload`` group is an axis."""
+    return key.endswith(".name") and key.rsplit(".", 1)[0] in swept
 
 
 def pool_columns(systems: Sequence[Any], index: NDArray[np.int64]) -> dict[str, NDArray[Any]]:

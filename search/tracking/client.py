@@ -18,6 +18,7 @@ with artifacts beside it; ``tracking.uri`` selects any other store or server.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -27,8 +28,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Tracker", "default_store", "flatten_params", "project_root", "quiet_mlflow_logs",
-           "ui_link"]
+__all__ = ["VIEW_METRICS", "Tracker", "default_store", "flatten_params", "latest_view",
+           "project_root", "quiet_mlflow_logs", "ui_link"]
 
 _TAG_KIND = "simsweep.kind"
 _TAG_SWEEP = "simsweep.sweep_id"
@@ -37,8 +38,17 @@ _TAG_PARENT = "mlflow.parentRunId"
 # MLflow 3's UI opens an experiment of this kind on its runs table (not the GenAI overview)
 _TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
 _TAG_NOTE = "mlflow.note.content"  # the run description shown by the UI
+# MLflow's UI reads the runs-table state (filter, sort, selected columns) of
+# ``?viewStateShareKey=K`` from the experiment tag ``mlflow.sharedViewState.K`` (a JSON object
+# with the keys of its URL search facets and of its view state)
+_TAG_SHARED_VIEW = "mlflow.sharedViewState."
+_TAG_LATEST_VIEW = "simsweep.view"  # the share key of the experiment's latest sweep / study
+#: metrics shown as runs-table columns by a saved view (beside the objectives and the axes);
+#: the others stay one click away under "Columns"
+VIEW_METRICS = ("iteration_time_s", "mfu", "cost_usd_per_iter", "peak_memory_gib", "feasible")
 _MAX_PARAMS = 100  # MLflow log_batch limit per request
 _MAX_METRICS = 1000
+_MAX_TAG_VALUE = 5000  # experiment tag values: 20,000 characters in MLflow 3.17, 5,000 before
 
 
 def quiet_mlflow_logs() -> None:
@@ -48,21 +58,31 @@ def quiet_mlflow_logs() -> None:
 
 
 def ui_link(base: str, experiment_id: str | None = None, kind: str | None = None,
-            sort_metric: str | None = None) -> str:
+            sort_metric: str | None = None, view: str | None = None) -> str:
     """The MLflow UI address of an experiment's runs table (MLflow 3 opens unknown experiments
-    on the GenAI overview; ``workflowType=machine_learning`` selects runs). ``kind``
-    (``point`` / ``trial``) lists those child runs flat, ``sort_metric`` sorts them ascending."""
+    on the GenAI overview; ``workflowType=machine_learning`` selects runs). ``view`` opens the
+    saved view :meth:`Tracker.save_view` wrote (child runs flat, sorted, metric and axis
+    columns shown); without it ``kind`` (``point`` / ``trial``) lists those child runs flat and
+    ``sort_metric`` sorts them ascending (MLflow then shows no metric column by default)."""
     from urllib.parse import quote
 
     base = base.rstrip("/")
     if experiment_id is None:
         return f"{base}/#/experiments?workflowType=machine_learning"
     query = "workflowType=machine_learning"
+    if view:  # search facets in the URL would make the UI ignore the saved view
+        return f"{base}/#/experiments/{experiment_id}/runs?{query}&viewStateShareKey={view}"
     if kind:
         query += "&searchFilter=" + quote(f"tags.`{_TAG_KIND}` = '{kind}'", safe="")
     if sort_metric:
         query += "&orderByKey=" + quote(f"metrics.`{sort_metric}`", safe="") + "&orderByAsc=true"
     return f"{base}/#/experiments/{experiment_id}/runs?{query}"
+
+
+def latest_view(experiment: Any) -> str | None:
+    """The share key of an experiment's latest saved view (an MLflow ``Experiment``)."""
+    key = experiment.tags.get(_TAG_LATEST_VIEW)
+    return key if key and f"{_TAG_SHARED_VIEW}{key}" in experiment.tags else None
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -117,6 +137,16 @@ def _fast_sqlite() -> None:
 
     event.listen(Engine, "connect", _pragmas)
     _SQLITE_TUNED = True
+
+
+def _run_times_ms(row: Mapping[str, Any], now_ms: int) -> tuple[int, int]:
+    """A child run's (start, end) in ms since the epoch: when its point was evaluated
+    (``eval_start_unix_s`` and ``eval_wall_s``, its share of the batch's evaluation time; a
+    trial's own start and end), else ``now`` for both (a table written before they existed)."""
+    start, wall = row.get("eval_start_unix_s"), row.get("eval_wall_s")
+    if start is None or wall is None or not (start == start and wall == wall) or wall < 0:
+        return now_ms, now_ms
+    return round(float(start) * 1000), round((float(start) + float(wall)) * 1000)
 
 
 def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
@@ -203,6 +233,31 @@ class Tracker:
         self.client.set_tag(run_id, _TAG_NOTE, markdown[:5000])
         self.log_s += time.perf_counter() - t0
 
+    def save_view(self, parent_id: str, params: list[str], metrics: list[str], sort_metric: str,
+                  ascending: bool) -> str:
+        """Save the runs-table view of a parent's child runs as an MLflow shared view: only
+        its children (flat), sorted by ``sort_metric``, with ``metrics`` and ``params`` (the
+        axes) as columns; the experiment's latest view. Returns its share key (the parent id),
+        opened by :func:`ui_link` ``view=``."""
+        t0 = time.perf_counter()
+        keep = len(params)
+        while True:  # a view too long for one tag value lists fewer axis columns
+            columns = ([f"params.`{p}`" for p in params[:keep]]
+                       + [f"metrics.`{m}`" for m in metrics])
+            state = {"searchFilter": f"tags.`{_TAG_PARENT}` = '{parent_id}'",
+                     "orderByKey": f"metrics.`{sort_metric}`", "orderByAsc": ascending,
+                     "selectedColumns": columns, "columnOrder": columns,
+                     "runsHiddenMode": "SHOW_ALL"}
+            text = json.dumps(state)
+            if len(text) <= _MAX_TAG_VALUE or keep == 0:
+                break
+            keep -= 1
+        self.client.set_experiment_tag(self.experiment_id, f"{_TAG_SHARED_VIEW}{parent_id}",
+                                       text[:_MAX_TAG_VALUE])
+        self.client.set_experiment_tag(self.experiment_id, _TAG_LATEST_VIEW, parent_id)
+        self.log_s += time.perf_counter() - t0
+        return parent_id
+
     def log_table(self, run_id: str, frame: Any, artifact_file: str) -> None:
         """Log a polars table as an MLflow table artifact (JSON; the UI previews it)."""
         t0 = time.perf_counter()
@@ -279,8 +334,9 @@ class Tracker:
         count = 0
         for row in rows:
             now = int(time.time() * 1000)
+            start, end = _run_times_ms(row, now)
             run = self.client.create_run(
-                self.experiment_id, start_time=now,
+                self.experiment_id, start_time=start,
                 run_name=str(row.get("run_name", f"point-{row['point_id']}")),
                 tags={_TAG_PARENT: parent_id,
                       _TAG_KIND: str(row.get("kind", "point")),
@@ -292,7 +348,7 @@ class Tracker:
                        if row.get(k) is not None and row[k] == row[k]]  # skip None / NaN
             self.client.log_batch(run.info.run_id, metrics=metrics, params=params,
                                   tags=[RunTag(_TAG_POINT, str(row["point_hash"]))])
-            self.client.set_terminated(run.info.run_id, end_time=now)
+            self.client.set_terminated(run.info.run_id, end_time=end)
             count += 1
         self.log_s += time.perf_counter() - t0
         return count

@@ -6,11 +6,18 @@ from a ``blob:`` URL, so a page can neither fetch a CDN without network nor reso
 every figure of a run into one page that carries the bundle once (plotly's ``to_html`` with
 ``include_plotlyjs=True`` for the first figure only). PNGs (matplotlib, ``Agg`` backend, no
 display) are small and previewed by the image viewer even where scripts are blocked.
+
+MLflow 3.17's viewer gives the iframe ``sandbox="allow-scripts"``: the inline plotly runs and
+draws (checked in Chromium by ``tests/search/tracking/test_ui_browser.py``). The frame has an
+opaque origin, so Chromium's site isolation runs it in its own process; headless Chromium's
+one-shot screenshot (``--screenshot`` with a virtual-time budget) does not paint such a frame
+and shows it blank, which is why that test turns site isolation off.
 """
 
 from __future__ import annotations
 
 import html
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +45,9 @@ def new_axes(width_in: float = 6.4, height_in: float = 4.0) -> tuple[Any, Any]:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    # matplotlib's default style: Optuna's matplotlib plots switch the process to "ggplot",
+    # which would otherwise restyle every later figure of a process that ran a study
+    matplotlib.rcdefaults()
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(width_in, height_in))
@@ -49,7 +59,10 @@ def save_png(fig: Any, path: Path, dpi: int = 100) -> Path:
     import matplotlib.pyplot as plt
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    with warnings.catch_warnings():  # best effort: a figure tight_layout cannot fit (colour
+        # bars, long tick labels) keeps its layout instead of printing a notice
+        warnings.filterwarnings("ignore", category=UserWarning)
+        fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path

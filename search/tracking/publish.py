@@ -21,11 +21,11 @@ from typing import Any
 import polars as pl
 
 from search.run.tables import ID_COLUMNS, TAIL_COLUMNS, Summary
-from search.tracking.client import Tracker
+from search.tracking.client import VIEW_METRICS, Tracker
 
 __all__ = ["POINT_METRICS", "PointLogger", "describe_sweep", "metric_columns",
            "point_metric_columns", "publish_sweep", "run_name", "summary_metrics",
-           "table_artifacts"]
+           "table_artifacts", "view_metrics"]
 
 #: the metrics every child run carries (with the objective and ``feasible``): a small stable set,
 #: the same for every workload family (samples/s where tokens/s does not apply), so the MLflow
@@ -46,6 +46,12 @@ def point_metric_columns(frame: pl.DataFrame, objectives: list[str]) -> list[str
     """Child-run metrics: the objectives, :data:`POINT_METRICS`, ``feasible`` (1/0)."""
     wanted = dict.fromkeys([*objectives, *POINT_METRICS, "feasible"])
     return [c for c in wanted if c in frame.columns]
+
+
+def view_metrics(metrics: list[str], objectives: list[str]) -> list[str]:
+    """The child metrics a saved runs-table view shows: the objectives and
+    :data:`~search.tracking.client.VIEW_METRICS`, those the children carry."""
+    return [m for m in dict.fromkeys([*objectives, *VIEW_METRICS]) if m in metrics]
 
 
 def _short(key: str, keys: list[str]) -> str:
@@ -190,8 +196,10 @@ def publish_sweep(tracker: Tracker, parent_id: str, frame: pl.DataFrame, summary
     else:
         wanted = summary.best.head(best_child_runs) if summary.best.height else frame.head(0)
     rows = _rows(wanted, known, axes)
-    children = tracker.log_children(parent_id, rows, axes,
-                                    point_metric_columns(frame, [summary.objective]))
+    metrics = point_metric_columns(frame, [summary.objective])
+    children = tracker.log_children(parent_id, rows, axes, metrics)
+    tracker.save_view(parent_id, axes, view_metrics(metrics, [summary.objective]),
+                      summary.objective, summary.direction != "maximize")
     table = frame if frame.height <= TABLE_ROWS_MAX else summary.best
     tracker.log_table(parent_id, table, "results.json")
     if description:

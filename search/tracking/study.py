@@ -28,7 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 from search.study.ask_tell import LoopStats
 from search.study.objectives import Objective
 from search.tracking.client import Tracker, flatten_params
-from search.tracking.publish import POINT_METRICS, PointLogger, run_name
+from search.tracking.publish import POINT_METRICS, PointLogger, run_name, view_metrics
 
 __all__ = ["StudyTracking", "best_frame", "describe_study"]
 
@@ -42,6 +42,10 @@ def _row(trial: FrozenTrial, objectives: Sequence[Objective]) -> dict[str, Any]:
                            "kind": "trial",
                            "feasible": bool(trial.user_attrs.get("feasible", False)),
                            "reason": str(trial.user_attrs.get("reason", ""))}
+    if trial.datetime_start is not None and trial.datetime_complete is not None:
+        # the child run spans the trial as Optuna recorded it (asked -> told, its batch)
+        row["eval_start_unix_s"] = trial.datetime_start.timestamp()
+        row["eval_wall_s"] = (trial.datetime_complete - trial.datetime_start).total_seconds()
     row.update(trial.params)
     for key, value in (trial.user_attrs.get("metrics") or {}).items():
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -210,6 +214,11 @@ class StudyTracking:
             if results.height:
                 self.tracker.log_table(self.parent_id, results.head(5000), "results.json")
             space = sorted({k for t in study.trials for k in t.params})
+            names = [o.name for o in objectives]
+            self.tracker.save_view(
+                self.parent_id, space,
+                view_metrics([*names, *POINT_METRICS, "feasible"], names), names[0],
+                objectives[0].direction != "maximize")
             self.tracker.describe(self.parent_id, describe_study(
                 study.study_name, objectives, space, len(study.trials), front))
             artifacts: list[tuple[Path, str | None]] = [(table, None)]

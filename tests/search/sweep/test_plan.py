@@ -123,3 +123,16 @@ def test_fidelity_axis_splits_batches_and_reaches_the_simulator(plan_for):
         direct = simulate_batch(combo.model, combo.parallel, [combo.system], batch.fidelity)
         assert times[batch.fidelity] == float(direct.iteration_time_s[0])
     assert set(times) == {"calibrated", "astra"} and times["astra"] != times["calibrated"]
+
+
+def test_the_terminal_names_the_fixed_keys_and_the_sweep_file_entries_left_out(plan_for):
+    file_axes = OmegaConf.load(CONF / "sweep" / "default.yaml")["axes"]
+    plan = plan_for("parallel.tp=1,2")
+    assert "parallel.tp" not in plan.fixed_values
+    assert plan.fixed_values["system.num_gpus"] == str(plan.base_cfg.system.num_gpus)
+    assert plan.unused_file_axes == {k: str(v) for k, v in file_axes.items() if k != "parallel.tp"}
+    note = plan.fixed_note()
+    assert f"system.num_gpus={plan.base_cfg.system.num_gpus}" in note
+    assert f"system.num_gpus={file_axes['system.num_gpus']}" in note and "sweep=default" in note
+    chosen = plan_for("sweep=default", "parallel.tp=1,2")
+    assert chosen.unused_file_axes == {} and "not used" not in chosen.fixed_note()

@@ -4,6 +4,9 @@ experiment that MLflow 3's UI opens on its runs table, and no empty ``Default`` 
 
 from __future__ import annotations
 
+import json
+
+import polars as pl
 import pytest
 from mlflow import MlflowClient
 
@@ -46,3 +49,26 @@ def test_sweep_reads_well_in_mlflow(ray_local, plan_for, tmp_path):
     assert plots["plots/sweep.html"] < 6_000_000  # one plotly bundle for the whole page
     page = (tmp_path / "sw" / "plots" / "sweep.html").read_text()
     assert page.count("plotly.js v") == 1 and '<script src="http' not in page  # offline
+    # the saved runs-table view the printed link opens: this sweep's children, sorted by the
+    # objective, with the axes and a few metrics as columns
+    view = json.loads(exp.tags[f"mlflow.sharedViewState.{parent.info.run_id}"])
+    assert exp.tags["simsweep.view"] == parent.info.run_id
+    assert view["searchFilter"] == f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+    assert view["orderByKey"] == "metrics.`iteration_time_s`" and view["orderByAsc"] is True
+    assert view["selectedColumns"][:2] == ["params.`parallel.tp`",
+                                           "params.`system.scaleout.bandwidth_GBps`"]
+    assert "metrics.`iteration_time_s`" in view["selectedColumns"]
+    # each child spans its share of its batch's evaluation time (not 0 ms)
+    table = pl.read_parquet(tmp_path / "sw" / "results.parquet")
+    by_hash = {r.data.tags["simsweep.point_hash"]: r for r in children}
+    for row in table.iter_rows(named=True):
+        run = by_hash[row["point_hash"]]
+        assert run.info.start_time == round(row["eval_start_unix_s"] * 1000)
+        assert run.info.end_time == round((row["eval_start_unix_s"] + row["eval_wall_s"]) * 1000)
+    for _, batch in table.group_by("batch_id"):
+        starts = batch["eval_start_unix_s"].sort().to_list()
+        walls = batch["eval_wall_s"].to_list()
+        assert len(set(walls)) == 1 and walls[0] > 0  # 1/B of the batch's time each
+        assert all(b - a == pytest.approx(walls[0]) for a, b in zip(starts, starts[1:], strict=False))
+    spans = [r.info.end_time - r.info.start_time for r in children]
+    assert sum(spans) > 0 and min(r.info.start_time for r in children) > 0
