@@ -98,8 +98,19 @@ SKIP: dict[str, str] = {
     "--out runs/r50": "optional PyTorch extra; tests/simcore/traces/pytorch trace ResNet-50",
     "simsweep trace mypkg.models:gpt --kwargs '{\"layers\": 24}' --input-shape 8x2048:int64 "
     "--dtype bfloat16 --blocks blocks --out runs/gpt": "the user's own model package",
-    "simsweep trace --import-et step.json --ranks 8 --out runs/real":
-        "the user's own PyTorch execution trace",
+    "simsweep trace --import-et step.json --kineto step.kineto.json --ranks 8 --out runs/real":
+        "the user's own PyTorch and Kineto traces (tests/simcore/traces/pytorch/"
+        "test_kineto_link.py links a real profiler step)",
+    "simsweep sweep workload=traced workload.trace=runs/gpt.0.et system=dgx_h100_80g "
+    "system.num_gpus=64 parallel.micro_batch=8 parallel.global_batch=512 "
+    "parallel.tp=1,2,4,8 parallel.pp=1,2 system.scaleup.bandwidth_GBps=150,450,900":
+        "the trace of the user's model above (tests/search/sweep/test_sweep_traced.py sweeps "
+        "a traced GPT)",
+    "simsweep simulate workload=traced workload.trace=runs/gpt.0.et parallel.micro_batch=8 "
+    "parallel.tp=2": "the trace of the user's model above",
+    "simsweep search search=dlrm_placement": "a 96-trial example study "
+                                             "(tests/search/study/test_search_families.py "
+                                             "searches DLRM)",
     "simsweep astra --workload runs/real --system S.json --network N.yml":
         "files of the trace import above (astra runs on an export here)",
     "simsweep search workload=gpt3_175b system=dgx_h100_80g system.num_gpus=1024 "
