@@ -16,6 +16,8 @@ import heapq
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.ir.intsets import unique_sorted
+
 __all__ = ["blocked", "depths", "find_cycle", "levelize", "priority_order", "successors"]
 
 IntArray = NDArray[np.int64]
@@ -24,7 +26,7 @@ IntArray = NDArray[np.int64]
 def successors(ptr: IntArray, idx: IntArray, n: int) -> tuple[IntArray, IntArray, IntArray]:
     """(succ_ptr, succ_idx, indegree) of the deduplicated edges of a predecessor CSR."""
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
-    key = np.unique(dst * max(n, 1) + idx)
+    key = unique_sorted(dst * max(n, 1) + idx)
     dst, src = key // max(n, 1), key % max(n, 1)
     indeg = np.bincount(dst, minlength=n)
     succ_order = np.argsort(src, kind="stable")
@@ -48,7 +50,7 @@ def _peel(ptr: IntArray, idx: IntArray, n: int) -> tuple[list[IntArray], NDArray
                         counts)
         succs = succ_dst[off + np.arange(counts.sum(), dtype=np.int64)]
         np.subtract.at(indeg, succs, 1)
-        cand = np.unique(succs)
+        cand = unique_sorted(succs)
         frontier = cand[indeg[cand] == 0]
     return levels, remaining
 

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from simcore.errors import InputError
 from simcore.ir.graph import Graph
+from simcore.ir.intsets import unique_sorted
 from simcore.ir.streams import Stream, StreamKind
 
 __all__ = ["Condensed", "CondensedGraph", "RunBuilder"]
@@ -328,7 +329,7 @@ class RunBuilder:
         chain_seg_ptr = np.zeros(c + 1, dtype=i64)
         np.cumsum(np.bincount(seg_chain, minlength=c), out=chain_seg_ptr[1:])
         # condensed DAG: per chain, predecessors by ascending node index
-        key = np.unique(e_chain * max(self._n, 1) + e_idx)
+        key = unique_sorted(e_chain * max(self._n, 1) + e_idx)
         k_chain, k_idx = key // max(self._n, 1), key % max(self._n, 1)
         pred_ptr = np.zeros(c + 1, dtype=i64)
         np.cumsum(np.bincount(k_chain, minlength=c), out=pred_ptr[1:])
