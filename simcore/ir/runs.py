@@ -296,19 +296,21 @@ class RunBuilder:
         vals = np.fromiter(self._explicit.values(), dtype=i64, count=len(self._explicit))
         by_key = np.argsort(keys)
         keys, vals = keys[by_key], vals[by_key]
-        at = np.minimum(np.searchsorted(keys, ids), max(keys.size - 1, 0))
-        hit = (keys[at] == ids) if keys.size else np.zeros(ids.size, dtype=bool)
-        e_idx = np.where(hit, vals[at] if keys.size else ids, ids)
-        by_end = np.argsort(p_end)
-        ends_sorted = p_end[by_end]
-        pos = np.searchsorted(ends_sorted, e_idx)
-        bad = (pos >= ends_sorted.size) | (e_idx < 0)
-        bad[~bad] = ends_sorted[pos[~bad]] != e_idx[~bad]
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0])
+        e_idx = ids.copy()
+        if keys.size:  # only ids from the smallest explicit one up can name one
+            big = np.flatnonzero(ids >= keys[0])
+            at = np.minimum(np.searchsorted(keys, ids[big]), keys.size - 1)
+            hit = keys[at] == ids[big]
+            e_idx[big[hit]] = vals[at[hit]]
+        # node index -> piece ending there (-1: no piece ends there); runs end at distinct nodes
+        piece_at = np.full(max(self._n, 1), -1, dtype=i64)
+        piece_at[p_end] = np.arange(p_end.size, dtype=i64)
+        ok = (e_idx >= 0) & (e_idx < self._n)
+        e_piece = np.where(ok, piece_at[np.where(ok, e_idx, 0)], -1)
+        if (e_piece < 0).any():
+            j = int(np.flatnonzero(e_piece < 0)[0])
             raise InputError(f"{self._source}: dependency", int(ids[j]),
                              "every dependency must name a node of the same graph (a run's end)")
-        e_piece = by_end[pos]
         # segments: pieces sorted by chain then position, cut after referenced pieces
         order = np.lexsort((p_end, p_chain))
         referenced = np.zeros(p_end.size, dtype=bool)
@@ -333,7 +335,7 @@ class RunBuilder:
         k_chain, k_idx = key // max(self._n, 1), key % max(self._n, 1)
         pred_ptr = np.zeros(c + 1, dtype=i64)
         np.cumsum(np.bincount(k_chain, minlength=c), out=pred_ptr[1:])
-        pred_seg = seg_of_piece[by_end[np.searchsorted(ends_sorted, k_idx)]]
+        pred_seg = seg_of_piece[piece_at[k_idx]]
         # template counts per piece = repeat x unit counts
         u = self.num_templates
         ut = self.unit_templates
