@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["unique_first", "unique_sorted"]
+__all__ = ["unique_first", "unique_inverse", "unique_sorted"]
 
 IntArray = NDArray[np.int64]
 
@@ -37,3 +37,17 @@ def unique_first(a: IntArray) -> tuple[IntArray, IntArray]:
     if s.size > 1:
         np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep], order[keep]
+
+
+def unique_inverse(a: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """(sorted distinct values, first occurrence of each, index of each element's value among
+    them) of the 1-D integer array ``a`` (``np.unique(a, return_index=True,
+    return_inverse=True)``)."""
+    order = np.argsort(a, kind="stable").astype(np.int64, copy=False)
+    s = a[order]
+    keep = np.ones(s.size, dtype=bool)
+    if s.size > 1:
+        np.not_equal(s[1:], s[:-1], out=keep[1:])
+    inverse = np.empty(s.size, dtype=np.int64)
+    inverse[order] = np.cumsum(keep) - 1
+    return s[keep], order[keep], inverse

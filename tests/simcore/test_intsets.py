@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simcore.ir.intsets import unique_first, unique_sorted
+from simcore.ir.intsets import unique_first, unique_inverse, unique_sorted
 
 
 @pytest.mark.parametrize(("size", "high", "seed"),
@@ -22,6 +22,11 @@ def test_unique_matches_np_unique(size: int, high: int, seed: int) -> None:
     ref_vals, ref_first = np.unique(a, return_index=True)
     np.testing.assert_array_equal(vals, ref_vals)
     np.testing.assert_array_equal(first, ref_first)  # first occurrence of repeated values
+    vals, first, inverse = unique_inverse(a)
+    ref_vals, ref_first, ref_inverse = np.unique(a, return_index=True, return_inverse=True)
+    np.testing.assert_array_equal(vals, ref_vals)
+    np.testing.assert_array_equal(first, ref_first)
+    np.testing.assert_array_equal(inverse, ref_inverse.reshape(-1))
 
 
 def test_unique_first_picks_the_earliest_of_repeats() -> None:
