@@ -343,25 +343,25 @@ class RunBuilder:
         u_ptr = np.zeros(len(ut) + 1, dtype=i64)
         np.cumsum(lens, out=u_ptr[1:])
         u_t = np.fromiter((x for t in ut for x in t), dtype=i64, count=int(u_ptr[-1]))
-        cnt = lens[p_unit]
-        rows = np.repeat(np.arange(p_end.size, dtype=i64), cnt)
-        flat = np.repeat(u_ptr[p_unit] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
-        tmpl = u_t[flat + np.arange(int(cnt.sum()), dtype=i64)]
-        w = p_rep[rows]
-        seg_counts = sps.csr_matrix((w, (seg_of_piece[rows], tmpl)), shape=(s, u))
+        # (units, U) template counts of each unit: a piece adds repeat x its unit's row, so the
+        # counts are (pieces summed per unit) @ unit_counts, never expanded per template; the
+        # entries are whole numbers (exact in any order of summation, also in the products)
+        nu = len(ut)
+        unit_counts = np.zeros((nu, u))
+        np.add.at(unit_counts, (np.repeat(np.arange(nu, dtype=i64), lens), u_t), 1.0)
+        per_unit = sps.csr_matrix((p_rep, (seg_of_piece, p_unit)), shape=(s, nu))
+        seg_counts = sps.csr_matrix(per_unit @ sps.csr_matrix(unit_counts))
         seg_counts.sum_duplicates()
         seg_counts.sort_indices()
         r = len(self.streams)
-        res = p_res[rows]
-        # sums of whole numbers: exact in any order
-        resource_counts = np.asarray(np.bincount(res * u + tmpl, weights=w, minlength=r * u),
-                                     dtype=np.float64).reshape(r, u)
+        res_unit = np.bincount(p_res * nu + p_unit, weights=p_rep, minlength=r * nu)
+        resource_counts = np.asarray(res_unit.reshape(r, nu) @ unit_counts, dtype=np.float64)
         kinds = np.array([int(st.kind) for st in self.streams], dtype=i64)
-        off = kinds[res] != StreamKind.COMPUTE
-        stage = p_stage[rows]
-        n_st = int(stage.max(initial=-1)) + 1
-        other = np.asarray(np.bincount(stage[off] * u + tmpl[off], weights=w[off],
-                                       minlength=n_st * u), dtype=np.float64).reshape(n_st, u)
+        off = kinds[p_res] != StreamKind.COMPUTE
+        n_st = int(p_stage.max(initial=-1)) + 1
+        stage_unit = np.bincount(p_stage[off] * nu + p_unit[off], weights=p_rep[off],
+                                 minlength=n_st * nu)
+        other = np.asarray(stage_unit.reshape(n_st, nu) @ unit_counts, dtype=np.float64)
         c_unit = np.asarray(self._c_unit, dtype=i64)
         return CondensedGraph(
             num_nodes=self._n, seg_counts=seg_counts, seg_chain=seg_chain, seg_stage=seg_stage,
