@@ -78,17 +78,19 @@ def depths(ptr: IntArray, idx: IntArray, n: int) -> IntArray | None:
     sp, si = succ_ptr.tolist(), dst[np.argsort(idx, kind="stable")].tolist()
     pending = counts.tolist()
     depth = [0] * n
-    frontier = [i for i in range(n) if pending[i] == 0]
+    frontier = np.flatnonzero(counts == 0).tolist()
     done = len(frontier)
     d = 0
     while frontier:
         nxt = []
+        push = nxt.append
         for i in frontier:
             depth[i] = d
             for j in si[sp[i]:sp[i + 1]]:
-                pending[j] -= 1
-                if pending[j] == 0:
-                    nxt.append(j)
+                left = pending[j] - 1
+                pending[j] = left
+                if not left:
+                    push(j)
         done += len(nxt)
         frontier = nxt
         d += 1
