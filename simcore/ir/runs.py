@@ -302,15 +302,18 @@ class RunBuilder:
             at = np.minimum(np.searchsorted(keys, ids[big]), keys.size - 1)
             hit = keys[at] == ids[big]
             e_idx[big[hit]] = vals[at[hit]]
-        # node index -> piece ending there (-1: no piece ends there); runs end at distinct nodes
-        piece_at = np.full(max(self._n, 1), -1, dtype=i64)
-        piece_at[p_end] = np.arange(p_end.size, dtype=i64)
-        ok = (e_idx >= 0) & (e_idx < self._n)
-        e_piece = np.where(ok, piece_at[np.where(ok, e_idx, 0)], -1)
-        if (e_piece < 0).any():
-            j = int(np.flatnonzero(e_piece < 0)[0])
+        # the piece ending at each dependency (runs end at distinct nodes): its rank among the
+        # sorted piece ends, which orders dependencies as their node indices do
+        by_end = np.argsort(p_end)
+        ends_sorted = p_end[by_end]
+        rank = np.searchsorted(ends_sorted, e_idx)
+        bad = (rank >= ends_sorted.size) | (e_idx < 0)
+        bad[~bad] = ends_sorted[rank[~bad]] != e_idx[~bad]
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
             raise InputError(f"{self._source}: dependency", int(ids[j]),
                              "every dependency must name a node of the same graph (a run's end)")
+        e_piece = by_end[rank]
         # segments: pieces sorted by chain then position, cut after referenced pieces
         order = np.lexsort((p_end, p_chain))
         referenced = np.zeros(p_end.size, dtype=bool)
@@ -331,11 +334,12 @@ class RunBuilder:
         chain_seg_ptr = np.zeros(c + 1, dtype=i64)
         np.cumsum(np.bincount(seg_chain, minlength=c), out=chain_seg_ptr[1:])
         # condensed DAG: per chain, predecessors by ascending node index
-        key = unique_sorted(e_chain * max(self._n, 1) + e_idx)
-        k_chain, k_idx = key // max(self._n, 1), key % max(self._n, 1)
+        n_p = max(p_end.size, 1)
+        key = unique_sorted(e_chain * n_p + rank)
+        k_chain, k_rank = key // n_p, key % n_p
         pred_ptr = np.zeros(c + 1, dtype=i64)
         np.cumsum(np.bincount(k_chain, minlength=c), out=pred_ptr[1:])
-        pred_seg = seg_of_piece[piece_at[k_idx]]
+        pred_seg = seg_of_piece[by_end[k_rank]]
         # template counts per piece = repeat x unit counts
         u = self.num_templates
         ut = self.unit_templates
