@@ -82,7 +82,7 @@ def depths(ptr: IntArray, idx: IntArray, n: int) -> IntArray | None:
     done = len(frontier)
     d = 0
     while frontier:
-        nxt = []
+        nxt: list[int] = []
         push = nxt.append
         for i in frontier:
             depth[i] = d
