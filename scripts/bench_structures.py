@@ -9,7 +9,8 @@ steadier on a shared machine) and plans/s are reported. The same plans are evalu
 by the base commit's code in a subprocess (``--base``: a checkout of it, e.g.
 ``git worktree add /tmp/sw-base <sha>``), and the iteration times must agree bit for bit.
 
-Usage: ``python scripts/bench_structures.py [--plans 24] [--base /tmp/sw-base] [--base-plans 6]``.
+Usage: ``python scripts/bench_structures.py [--plans 24] [--base /tmp/sw-base] [--base-plans 6]
+[--no-shared-schedules]``.
 """
 
 from __future__ import annotations
@@ -65,14 +66,20 @@ def plans(case: str, n: int, seed: int = 0) -> list[ParallelSpec]:
     return out
 
 
-def worker(case: str, n: int) -> list[tuple[float, float, float]]:
-    """(cold wall seconds, iteration seconds, cold CPU seconds) of the first ``n`` plans."""
+def worker(case: str, n: int, shared: bool = True) -> list[tuple[float, float, float]]:
+    """(cold wall seconds, iteration seconds, cold CPU seconds) of the first ``n`` plans;
+    ``shared=False`` also forgets the level schedules of earlier plans (a plan whose condensed
+    DAG equals an earlier one's reuses its schedule otherwise)."""
+    from simcore.engine import schedule
+    levels_cache = getattr(schedule, "_LEVELS_CACHE", None)
     _, model, gpus, _, _ = CASES[case]
     system = SystemSpec(num_gpus=gpus)
     simulate_batch(GPT3, ParallelSpec(tp=8, pp=8, global_batch=64), [SystemSpec(num_gpus=64)])
     out = []
     for par in plans(case, n):
         _compiled.cache_clear()
+        if not shared and levels_cache is not None:
+            levels_cache.clear()
         c0, t0 = time.process_time(), time.perf_counter()
         res = simulate_batch(model, par, [system])
         out.append((time.perf_counter() - t0, float(res.iteration_time_s[0]),
@@ -80,9 +87,10 @@ def worker(case: str, n: int) -> list[tuple[float, float, float]]:
     return out
 
 
-def _run(root: Path, case: str, n: int) -> list[tuple[float, ...]]:
+def _run(root: Path, case: str, n: int, shared: bool = True) -> list[tuple[float, ...]]:
     env = {**os.environ, "PYTHONPATH": str(root)}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", case, "--plans", str(n)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", case, "--plans", str(n),
+           *([] if shared else ["--no-shared-schedules"])]
     done = subprocess.run(cmd, env=env, cwd=root, check=True, capture_output=True, text=True)
     return [tuple(x) for x in json.loads(done.stdout.strip().splitlines()[-1])]
 
@@ -100,16 +108,18 @@ def main() -> None:
     ap.add_argument("--base-plans", type=int, default=6)
     ap.add_argument("--case", default="all", choices=["all", *CASES])
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--no-shared-schedules", action="store_true",
+                    help="forget level schedules between plans (every plan compiles its own)")
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.plans)))
+        print(json.dumps(worker(args.worker, args.plans, not args.no_shared_schedules)))
         return
     here = Path(__file__).resolve().parents[1]
     print(f"{'case':<28}{'code':<6}{'plans':>6}{'median ms':>11}{'p90 ms':>9}{'plans/s':>9}"
           f"{'CPU med ms':>11}{'CPU p90':>9}{'ratio':>8}  same result")
     for case in CASES if args.case == "all" else [args.case]:
         title = CASES[case][0]
-        new = _run(here, case, args.plans)
+        new = _run(here, case, args.plans, not args.no_shared_schedules)
         med, p90, rate = _stats([t[0] for t in new])
         cmed, cp90, _ = _stats([t[2] for t in new])
         print(f"{title:<28}{'new':<6}{len(new):>6}{med * 1e3:>11.1f}{p90 * 1e3:>9.1f}"

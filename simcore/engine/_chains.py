@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.ir.graph import Graph
+from simcore.ir.intsets import unique_first, unique_sorted
 
 __all__ = ["chains", "predecessors", "stream_signature"]
 
@@ -31,7 +32,7 @@ def predecessors(graph: Graph) -> tuple[IntArray, IntArray]:
     dep_dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.dep_ptr))
     dst = np.concatenate([dep_dst, owner_sorted[1:][same]])
     src = np.concatenate([graph.dep_idx, owner_sorted[:-1][same]])
-    key = np.unique(dst * max(n, 1) + src)  # drop duplicate edges
+    key = unique_sorted(dst * max(n, 1) + src)  # drop duplicate edges
     dst, src = key // max(n, 1), key % max(n, 1)
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=ptr[1:])
@@ -59,7 +60,7 @@ def chains(graph: Graph, ptr: IntArray, idx: IntArray) -> tuple[IntArray, IntArr
     u = idx[ptr[cand]]
     ok = (sig[cand] == sig[u]) & (sig[cand] >= -1)
     cand, u = cand[ok], u[ok]
-    first = np.unique(u, return_index=True)[1]  # one continuation per node: the earliest
+    first = unique_first(u)[1]  # one continuation per node: the earliest
     prev = np.full(n, -1, dtype=np.int64)
     prev[cand[first]] = u[first]
     anc = np.where(prev >= 0, prev, np.arange(n))

@@ -32,6 +32,7 @@ from simcore.engine.schedule import (
 )
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
 from simcore.ir.graph import Graph
+from simcore.ir.intsets import unique_first
 from simcore.ir.ops import COMPUTE, OpTable
 from simcore.ir.runs import CondensedGraph
 from simcore.ir.streams import CommKind, StreamKind
@@ -154,7 +155,7 @@ def _stage_chains(p: int, skind: IntArray, sstage: IntArray, speer: IntArray,
         compute_chains.append(np.flatnonzero(comp & (sstage == s)))
         mine = np.flatnonzero((own & (sstage == s)) | (link & ((sstage == s) | (speer == s))))
         codes = code[mine]
-        present, first = np.unique(codes, return_index=True)
+        present, first = unique_first(codes)
         comm_chains.append({COMM_KINDS[int(k)]: mine[codes == k]
                             for k in present[np.argsort(first)].tolist()})
     return compute_chains, comm_chains

@@ -24,6 +24,7 @@ is a batch of one.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -131,18 +132,24 @@ class SchedulePlan:
         work = self._work.get(key)
         if work is None:
             c = self.num_chains
-            e = max([st.pred_segs.size for st in self.steps] + [1])
+            live = [st for st in self.steps if st.k >= 0]
+            sizes = [st.pred_segs.size for st in live]
+            e = max([*sizes, 1])
             joint = np.zeros((c + self.num_segments, b))
             gather = np.empty((2 * e, b))
             prog: list[tuple[Any, ...]] = []
-            for st in self.steps:
-                if st.k < 0:
-                    continue
-                n, m = st.pred_segs.size, st.hi - st.lo
-                blocks = [gather[j * m:(j + 1) * m] for j in range(max(st.k, 1))]
-                both = np.concatenate([st.pred_chains, st.pred_segs + c])
-                prog.append((st.k, both, joint[st.lo:st.hi], gather[:n], gather[n:2 * n],
-                             gather[:2 * n], blocks, st.seg))
+            # every level's gather rows [its pred chains, c + its pred segments], built at once
+            both_all = np.concatenate([x for st in live for x in (st.pred_chains, st.pred_segs)]
+                                      or [np.zeros(0, dtype=np.int64)])
+            both_all += np.repeat(np.tile(np.array([0, c], dtype=np.int64), len(live)),
+                                  np.repeat(np.asarray(sizes, dtype=np.int64), 2))
+            o = 0
+            for st, n in zip(live, sizes, strict=True):
+                m, k = st.hi - st.lo, st.k
+                blocks = [gather[j * m:(j + 1) * m] for j in range(max(k, 1))]
+                prog.append((k, both_all[o:o + 2 * n], joint[st.lo:st.hi], gather[:n],
+                             gather[n:2 * n], gather[:2 * n], blocks, st.seg))
+                o += 2 * n
             work = (joint, prog)
             if len(self._work) >= 8:
                 self._work.clear()
@@ -336,22 +343,52 @@ def compile_levels(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: i
     np.cumsum(u_off, out=u_off)
     levels, steps = [], []
     lo_l, k_list, unif = lo.tolist(), k_l.tolist(), uniform.tolist()
-    g_l, uo = gptr[lo].tolist(), u_off.tolist()
+    g_lo = gptr[lo]
+    g_l, uo = g_lo.tolist(), u_off.tolist()
+    seg_all = gptr[:-1] - np.repeat(g_lo[:-1], sizes)  # offsets within each level, all at once
     for lv in range(nl):
         a, b = lo_l[lv], lo_l[lv + 1]
         ga, gb = g_l[lv], g_l[lv + 1]
         segs = p_all[ga:gb]
-        seg = gptr[a:b] - ga
-        levels.append(_Level(chains=perm[a:b], pred_segs=segs, seg=seg,
-                             pred_chains=pc_all[ga:gb], single=gb - ga == b - a))
+        seg = seg_all[a:b]
+        levels.append(_Level(perm[a:b], segs, seg, pc_all[ga:gb], gb - ga == b - a))
         if gb == ga:
             steps.append(Step(a, b, -1, segs, segs, seg))
         elif unif[lv]:
-            steps.append(Step(a, b, k_list[lv], u_chains[uo[lv]:uo[lv + 1]],
-                              u_segs[uo[lv]:uo[lv + 1]], seg))
+            u0, u1 = uo[lv], uo[lv + 1]
+            steps.append(Step(a, b, k_list[lv], u_chains[u0:u1], u_segs[u0:u1], seg))
         else:
             steps.append(Step(a, b, 0, ppos_all[ga:gb], segs, seg))
     return levels, tuple(steps), pos
+
+
+_LEVELS_CACHE: OrderedDict[tuple[int, bytes, bytes, bytes],
+                           tuple[list[_Level], tuple[Step, ...], IntArray]] = OrderedDict()
+_LEVELS_CACHE_SIZE = 32
+_LEVELS_LOCK = threading.Lock()
+
+
+def compile_levels_cached(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int
+                          ) -> tuple[list[_Level], tuple[Step, ...], IntArray] | None:
+    """:func:`compile_levels`, reused for a condensed DAG equal to one compiled before (the
+    key is the input arrays' bytes: equal inputs, the same levels and steps). Plans that change
+    only what runs inside the chains (recompute, sequence parallelism, ZeRO 0/1, layer shapes)
+    share their DAG. The returned arrays are shared between plans and only read."""
+    key = (c, np.ascontiguousarray(cptr, dtype=np.int64).tobytes(),
+           np.ascontiguousarray(pred_seg, dtype=np.int64).tobytes(),
+           np.ascontiguousarray(seg_chain, dtype=np.int64).tobytes())
+    with _LEVELS_LOCK:
+        hit = _LEVELS_CACHE.get(key)
+        if hit is not None:
+            _LEVELS_CACHE.move_to_end(key)
+            return hit
+    compiled = compile_levels(cptr, pred_seg, seg_chain, c)
+    if compiled is not None:
+        with _LEVELS_LOCK:
+            _LEVELS_CACHE[key] = compiled
+            while len(_LEVELS_CACHE) > _LEVELS_CACHE_SIZE:
+                _LEVELS_CACHE.popitem(last=False)
+    return compiled
 
 
 def levels_by_peel(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int
@@ -385,7 +422,7 @@ def plan_from_chains(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray,
         InputError: the condensed DAG has a cycle (the message names its nodes).
     """
     c = int(chain_seg_ptr.shape[0] - 1)
-    compiled = compile_levels(cptr, pred_seg, seg_chain, c)
+    compiled = compile_levels_cached(cptr, pred_seg, seg_chain, c)
     if compiled is None:
         compile_plan(nodes().graph)  # names the cycle
         raise InputError("graph", "cycle", "dependencies and stream order must be acyclic")

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.errors import InputError
+from simcore.ir.intsets import unique_inverse
 from simcore.specs.system import (
     PRECISIONS,
     AcceleratorSpec,
@@ -79,8 +80,8 @@ def _accelerator(pool: DevicePool) -> AcceleratorSpec:
 def _distinct(objs: list[Any]) -> tuple[list[Any], IntArray]:
     """Distinct objects (by identity, in order of their ``id``) and the index of each."""
     ids = np.fromiter(map(id, objs), dtype=np.int64, count=len(objs))
-    _, first, idx = np.unique(ids, return_index=True, return_inverse=True)
-    return [objs[i] for i in first.tolist()], idx.reshape(-1).astype(np.int64)
+    _, first, idx = unique_inverse(ids)
+    return [objs[i] for i in first.tolist()], idx
 
 
 def per_distinct(get: Callable[[Any], Any], objs: Sequence[Any]) -> NDArray[Any]:

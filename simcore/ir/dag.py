@@ -16,6 +16,8 @@ import heapq
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.ir.intsets import unique_sorted
+
 __all__ = ["blocked", "depths", "find_cycle", "levelize", "priority_order", "successors"]
 
 IntArray = NDArray[np.int64]
@@ -24,7 +26,7 @@ IntArray = NDArray[np.int64]
 def successors(ptr: IntArray, idx: IntArray, n: int) -> tuple[IntArray, IntArray, IntArray]:
     """(succ_ptr, succ_idx, indegree) of the deduplicated edges of a predecessor CSR."""
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
-    key = np.unique(dst * max(n, 1) + idx)
+    key = unique_sorted(dst * max(n, 1) + idx)
     dst, src = key // max(n, 1), key % max(n, 1)
     indeg = np.bincount(dst, minlength=n)
     succ_order = np.argsort(src, kind="stable")
@@ -48,7 +50,7 @@ def _peel(ptr: IntArray, idx: IntArray, n: int) -> tuple[list[IntArray], NDArray
                         counts)
         succs = succ_dst[off + np.arange(counts.sum(), dtype=np.int64)]
         np.subtract.at(indeg, succs, 1)
-        cand = np.unique(succs)
+        cand = unique_sorted(succs)
         frontier = cand[indeg[cand] == 0]
     return levels, remaining
 
@@ -76,17 +78,19 @@ def depths(ptr: IntArray, idx: IntArray, n: int) -> IntArray | None:
     sp, si = succ_ptr.tolist(), dst[np.argsort(idx, kind="stable")].tolist()
     pending = counts.tolist()
     depth = [0] * n
-    frontier = [i for i in range(n) if pending[i] == 0]
+    frontier = np.flatnonzero(counts == 0).tolist()
     done = len(frontier)
     d = 0
     while frontier:
-        nxt = []
+        nxt: list[int] = []
+        push = nxt.append
         for i in frontier:
             depth[i] = d
             for j in si[sp[i]:sp[i + 1]]:
-                pending[j] -= 1
-                if pending[j] == 0:
-                    nxt.append(j)
+                left = pending[j] - 1
+                pending[j] = left
+                if not left:
+                    push(j)
         done += len(nxt)
         frontier = nxt
         d += 1

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from simcore.errors import InputError
 from simcore.ir.graph import Graph
+from simcore.ir.intsets import unique_sorted
 from simcore.ir.streams import Stream, StreamKind
 
 __all__ = ["Condensed", "CondensedGraph", "RunBuilder"]
@@ -295,19 +296,24 @@ class RunBuilder:
         vals = np.fromiter(self._explicit.values(), dtype=i64, count=len(self._explicit))
         by_key = np.argsort(keys)
         keys, vals = keys[by_key], vals[by_key]
-        at = np.minimum(np.searchsorted(keys, ids), max(keys.size - 1, 0))
-        hit = (keys[at] == ids) if keys.size else np.zeros(ids.size, dtype=bool)
-        e_idx = np.where(hit, vals[at] if keys.size else ids, ids)
+        e_idx = ids.copy()
+        if keys.size:  # only ids from the smallest explicit one up can name one
+            big = np.flatnonzero(ids >= keys[0])
+            at = np.minimum(np.searchsorted(keys, ids[big]), keys.size - 1)
+            hit = keys[at] == ids[big]
+            e_idx[big[hit]] = vals[at[hit]]
+        # the piece ending at each dependency (runs end at distinct nodes): its rank among the
+        # sorted piece ends, which orders dependencies as their node indices do
         by_end = np.argsort(p_end)
         ends_sorted = p_end[by_end]
-        pos = np.searchsorted(ends_sorted, e_idx)
-        bad = (pos >= ends_sorted.size) | (e_idx < 0)
-        bad[~bad] = ends_sorted[pos[~bad]] != e_idx[~bad]
+        rank = np.searchsorted(ends_sorted, e_idx)
+        bad = (rank >= ends_sorted.size) | (e_idx < 0)
+        bad[~bad] = ends_sorted[rank[~bad]] != e_idx[~bad]
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
             raise InputError(f"{self._source}: dependency", int(ids[j]),
                              "every dependency must name a node of the same graph (a run's end)")
-        e_piece = by_end[pos]
+        e_piece = by_end[rank]
         # segments: pieces sorted by chain then position, cut after referenced pieces
         order = np.lexsort((p_end, p_chain))
         referenced = np.zeros(p_end.size, dtype=bool)
@@ -328,11 +334,12 @@ class RunBuilder:
         chain_seg_ptr = np.zeros(c + 1, dtype=i64)
         np.cumsum(np.bincount(seg_chain, minlength=c), out=chain_seg_ptr[1:])
         # condensed DAG: per chain, predecessors by ascending node index
-        key = np.unique(e_chain * max(self._n, 1) + e_idx)
-        k_chain, k_idx = key // max(self._n, 1), key % max(self._n, 1)
+        n_p = max(p_end.size, 1)
+        key = unique_sorted(e_chain * n_p + rank)
+        k_chain, k_rank = key // n_p, key % n_p
         pred_ptr = np.zeros(c + 1, dtype=i64)
         np.cumsum(np.bincount(k_chain, minlength=c), out=pred_ptr[1:])
-        pred_seg = seg_of_piece[by_end[np.searchsorted(ends_sorted, k_idx)]]
+        pred_seg = seg_of_piece[by_end[k_rank]]
         # template counts per piece = repeat x unit counts
         u = self.num_templates
         ut = self.unit_templates
@@ -340,25 +347,25 @@ class RunBuilder:
         u_ptr = np.zeros(len(ut) + 1, dtype=i64)
         np.cumsum(lens, out=u_ptr[1:])
         u_t = np.fromiter((x for t in ut for x in t), dtype=i64, count=int(u_ptr[-1]))
-        cnt = lens[p_unit]
-        rows = np.repeat(np.arange(p_end.size, dtype=i64), cnt)
-        flat = np.repeat(u_ptr[p_unit] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
-        tmpl = u_t[flat + np.arange(int(cnt.sum()), dtype=i64)]
-        w = p_rep[rows]
-        seg_counts = sps.csr_matrix((w, (seg_of_piece[rows], tmpl)), shape=(s, u))
+        # (units, U) template counts of each unit: a piece adds repeat x its unit's row, so the
+        # counts are (pieces summed per unit) @ unit_counts, never expanded per template; the
+        # entries are whole numbers (exact in any order of summation, also in the products)
+        nu = len(ut)
+        unit_counts = np.zeros((nu, u))
+        np.add.at(unit_counts, (np.repeat(np.arange(nu, dtype=i64), lens), u_t), 1.0)
+        per_unit = sps.csr_matrix((p_rep, (seg_of_piece, p_unit)), shape=(s, nu))
+        seg_counts = sps.csr_matrix(per_unit @ sps.csr_matrix(unit_counts))
         seg_counts.sum_duplicates()
         seg_counts.sort_indices()
         r = len(self.streams)
-        res = p_res[rows]
-        # sums of whole numbers: exact in any order
-        resource_counts = np.asarray(np.bincount(res * u + tmpl, weights=w, minlength=r * u),
-                                     dtype=np.float64).reshape(r, u)
+        res_unit = np.bincount(p_res * nu + p_unit, weights=p_rep, minlength=r * nu)
+        resource_counts = np.asarray(res_unit.reshape(r, nu) @ unit_counts, dtype=np.float64)
         kinds = np.array([int(st.kind) for st in self.streams], dtype=i64)
-        off = kinds[res] != StreamKind.COMPUTE
-        stage = p_stage[rows]
-        n_st = int(stage.max(initial=-1)) + 1
-        other = np.asarray(np.bincount(stage[off] * u + tmpl[off], weights=w[off],
-                                       minlength=n_st * u), dtype=np.float64).reshape(n_st, u)
+        off = kinds[p_res] != StreamKind.COMPUTE
+        n_st = int(p_stage.max(initial=-1)) + 1
+        stage_unit = np.bincount(p_stage[off] * nu + p_unit[off], weights=p_rep[off],
+                                 minlength=n_st * nu)
+        other = np.asarray(stage_unit.reshape(n_st, nu) @ unit_counts, dtype=np.float64)
         c_unit = np.asarray(self._c_unit, dtype=i64)
         return CondensedGraph(
             num_nodes=self._n, seg_counts=seg_counts, seg_chain=seg_chain, seg_stage=seg_stage,

@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 
 from simcore.errors import InputError
 from simcore.ir.graph import CommType, Graph, GraphBuilder, LazyGraph, NodeKind
+from simcore.ir.intsets import unique_sorted
 from simcore.ir.ops import OpTable
 from simcore.ir.runs import Condensed, RunBuilder
 from simcore.ir.streams import CommKind, Stream, StreamKind
@@ -415,7 +416,7 @@ class _RunGenerator(_Generator):
                                                   np.where(red, n_main - 1 - g, 0))
         dep_ref = np.where(is_send, last_compute[pi], dep_ref)
         dst = np.where(fwd, v + 1, v - 1) % pp
-        for d in np.unique(dst[sends]).tolist():
+        for d in unique_sorted(dst[sends]).tolist():
             if (s, d) not in self._links:
                 self._links[(s, d)] = rb.stream(Stream.link(s, d))
         link = np.asarray([self._links.get((s, d), -1) for d in range(pp)], dtype=i64)
