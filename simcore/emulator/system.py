@@ -85,6 +85,8 @@ class SystemLayer:
         self._running: dict[int, int] = {}
         self._threshold = self.spec.active_chunks_per_dimension  # one queue per dimension
         self._group_streams: dict[tuple[int, ...] | None, int] = {}  # streams created per group
+        self._rep, self._messenger, self._events = ctx.rep, ctx.messenger, ctx.events  # hot-path lookups
+        self._reduce_cache: dict[int, int] = {}
 
     # ----------------------------------------------------------------- collectives
     def generate(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
@@ -189,37 +191,48 @@ class SystemLayer:
                 self._advance(run.stream)
             return
         step = steps[k]
-        members, tag = run.phase.members, run.stream.tag
+        members, tag, nbytes = run.phase.members, run.stream.tag, step.nbytes
+        rep, messenger, npu = self._rep, self._messenger, self.npu
         for peer in step.send_to:
-            self._send(members[peer], tag, step.nbytes)
-        run.pending[lane] = len(step.recv_from)
-        if not step.recv_from:
+            real = members[peer]
+            messenger.send(npu, rep[real], tag, nbytes, None, None, real)
+        recv_from = step.recv_from
+        if not recv_from:
             self._after_step(state)
             return
-        rep = self.ctx.rep
-        for peer in step.recv_from:
-            self.ctx.messenger.recv(rep[members[peer]], self.npu, tag, step.nbytes, self._received, state)
+        run.pending[lane] = len(recv_from)
+        received = self._received
+        for peer in recv_from:
+            messenger.recv(rep[members[peer]], npu, tag, nbytes, received, state)
 
     def _received(self, state: tuple[_PhaseRun, int, int]) -> None:
-        run, lane, _ = state
-        run.pending[lane] -= 1
-        if run.pending[lane] == 0:
-            self._after_step(state)
+        run, lane, k = state
+        pending = run.pending
+        pending[lane] -= 1
+        if pending[lane] == 0:
+            step = run.lanes[lane][k]
+            delay = run.phase.transfer_delay_ns
+            if step.reduce:
+                delay += self._reduce_ns(step.nbytes)
+            self._events.after(delay, self._step, (run, lane, k + 1))
 
     def _after_step(self, state: tuple[_PhaseRun, int, int]) -> None:
         run, lane, k = state
         step = run.lanes[lane][k]
         delay = run.phase.transfer_delay_ns
         if step.reduce:
-            delay += 3 * self.reduction_ns(step.nbytes)
-        self.ctx.events.after(delay, self._step, (run, lane, k + 1))
+            delay += self._reduce_ns(step.nbytes)
+        self._events.after(delay, self._step, (run, lane, k + 1))
+
+    def _reduce_ns(self, nbytes: int) -> int:
+        """The reduction of one step: three memory passes over ``nbytes`` (memoised per size)."""
+        found = self._reduce_cache.get(nbytes)
+        if found is None:
+            found = self._reduce_cache[nbytes] = 3 * self.reduction_ns(nbytes)
+        return found
 
     def reduction_ns(self, nbytes: int) -> int:
         """One memory pass over ``nbytes`` at local-mem-bw (decimal GB/s), floored (``Sys::mem_read``)."""
         if self.spec.local_mem_bw_GBps <= 0:
             raise InputError("local-mem-bw", 0, "must be > 0 when a collective reduces data")
         return int(nbytes / (self.spec.local_mem_bw_GBps * 1e9) * 1e9)
-
-    # ----------------------------------------------------------------- messages
-    def _send(self, peer: int, tag: int, nbytes: int) -> None:
-        self.ctx.messenger.send(self.npu, self.ctx.rep[peer], tag, nbytes, None, None, route_dst=peer)
