@@ -63,12 +63,13 @@ class _Stream:
 class _PhaseRun:
     """The lanes of one stream's current phase on this NPU."""
 
-    __slots__ = ("lanes", "left", "pending", "phase", "stream")
+    __slots__ = ("delays", "lanes", "left", "pending", "phase", "stream")
 
-    def __init__(self, stream: _Stream, phase: Phase, lanes: list[list[Step]]) -> None:
+    def __init__(self, stream: _Stream, phase: Phase, lanes: list[list[Step]], delays: list[list[int]]) -> None:
         self.stream = stream
         self.phase = phase
         self.lanes = lanes
+        self.delays = delays  # per lane, per step: the delay from its last arrival to the next step (ns)
         self.left = len(lanes)
         self.pending = [0] * len(lanes)
 
@@ -86,7 +87,7 @@ class SystemLayer:
         self._threshold = self.spec.active_chunks_per_dimension  # one queue per dimension
         self._group_streams: dict[tuple[int, ...] | None, int] = {}  # streams created per group
         self._rep, self._messenger, self._events = ctx.rep, ctx.messenger, ctx.events  # hot-path lookups
-        self._reduce_cache: dict[int, int] = {}
+        self._delays: dict[tuple[Any, ...], list[list[int]]] = {}  # step delays by phase shape
 
     # ----------------------------------------------------------------- collectives
     def generate(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
@@ -178,7 +179,12 @@ class SystemLayer:
         if lanes is None:  # steps are immutable: one list per distinct phase shape is shared
             lanes = _LANES[key] = astra_algorithm(phase.algorithm).lanes(
                 phase.comm, len(phase.members), pos, phase.size, stream.chunk % 2, phase.window)
-        run = _PhaseRun(stream, phase, lanes)
+        delays = self._delays.get((key, phase.transfer_delay_ns))
+        if delays is None:
+            delays = self._delays[(key, phase.transfer_delay_ns)] = [
+                [phase.transfer_delay_ns + (3 * self.reduction_ns(step.nbytes) if step.reduce else 0) for step in lane]
+                for lane in lanes]
+        run = _PhaseRun(stream, phase, lanes, delays)
         for lane in range(len(lanes)):
             self.ctx.events.after(phase.transfer_delay_ns, self._step, (run, lane, 0))
 
@@ -210,26 +216,11 @@ class SystemLayer:
         pending = run.pending
         pending[lane] -= 1
         if pending[lane] == 0:
-            step = run.lanes[lane][k]
-            delay = run.phase.transfer_delay_ns
-            if step.reduce:
-                delay += self._reduce_ns(step.nbytes)
-            self._events.after(delay, self._step, (run, lane, k + 1))
+            self._events.after(run.delays[lane][k], self._step, (run, lane, k + 1))
 
     def _after_step(self, state: tuple[_PhaseRun, int, int]) -> None:
         run, lane, k = state
-        step = run.lanes[lane][k]
-        delay = run.phase.transfer_delay_ns
-        if step.reduce:
-            delay += self._reduce_ns(step.nbytes)
-        self._events.after(delay, self._step, (run, lane, k + 1))
-
-    def _reduce_ns(self, nbytes: int) -> int:
-        """The reduction of one step: three memory passes over ``nbytes`` (memoised per size)."""
-        found = self._reduce_cache.get(nbytes)
-        if found is None:
-            found = self._reduce_cache[nbytes] = 3 * self.reduction_ns(nbytes)
-        return found
+        self._events.after(run.delays[lane][k], self._step, (run, lane, k + 1))
 
     def reduction_ns(self, nbytes: int) -> int:
         """One memory pass over ``nbytes`` at local-mem-bw (decimal GB/s), floored (``Sys::mem_read``)."""
