@@ -61,10 +61,8 @@ class EventQueue:
         while times:
             time_ns = pop(times)  # its bucket stays in place (and takes events due now) until done
             self.now_ns = time_ns
-            bucket = buckets[time_ns]
-            k = 0
-            while k < len(bucket):  # the bucket grows while it runs (events due now)
-                bucket[k](bucket[k + 1])
-                k += 2
+            items = iter(buckets[time_ns])  # a list iterator also yields what is appended while it runs
+            for callback in items:
+                callback(next(items))
             del buckets[time_ns]
         return self.now_ns
