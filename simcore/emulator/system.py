@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["SystemLayer"]
 
 _LANES: dict[tuple[Any, ...], list[list[Step]]] = {}  # lanes by (algorithm, ..., chunk parity)
+_DELAYS: dict[tuple[Any, ...], list[list[int]]] = {}  # per lane and step: arrival -> next step (ns)
 _GROUP_STRIDE = 1 << 20  # stream tag = per-group stream index * stride + the group's tag
 
 
@@ -87,7 +88,6 @@ class SystemLayer:
         self._threshold = self.spec.active_chunks_per_dimension  # one queue per dimension
         self._group_streams: dict[tuple[int, ...] | None, int] = {}  # streams created per group
         self._rep, self._messenger, self._events = ctx.rep, ctx.messenger, ctx.events  # hot-path lookups
-        self._delays: dict[tuple[Any, ...], list[list[int]]] = {}  # step delays by phase shape
 
     # ----------------------------------------------------------------- collectives
     def generate(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
@@ -179,9 +179,10 @@ class SystemLayer:
         if lanes is None:  # steps are immutable: one list per distinct phase shape is shared
             lanes = _LANES[key] = astra_algorithm(phase.algorithm).lanes(
                 phase.comm, len(phase.members), pos, phase.size, stream.chunk % 2, phase.window)
-        delays = self._delays.get((key, phase.transfer_delay_ns))
+        delays_key = (key, phase.transfer_delay_ns, self.spec.local_mem_bw_GBps)
+        delays = _DELAYS.get(delays_key)
         if delays is None:
-            delays = self._delays[(key, phase.transfer_delay_ns)] = [
+            delays = _DELAYS[delays_key] = [
                 [phase.transfer_delay_ns + (3 * self.reduction_ns(step.nbytes) if step.reduce else 0) for step in lane]
                 for lane in lanes]
         run = _PhaseRun(stream, phase, lanes, delays)
