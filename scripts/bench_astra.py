@@ -30,8 +30,14 @@ run of this exact export, so no NPU is checked there. ``--large`` adds 4,096- an
 exports (DP 32 / 128, TP 8, PP 16): the export's own time (one run, into a fresh folder) and the
 unaware run's, cold and warm (medians of ``--repeat`` fresh processes).
 
+A fifth table (``--unfolded``, or alone with ``--only-unfolded``) runs the 256-NPU export with rank
+folding off (``simulate_astra(..., fold=False)``: every NPU simulated step by step, the path taken
+when no two ranks fold, e.g. on a Ring dimension or a multi-dimensional aware network), in a fresh
+process with a warm trace cache: the child's CPU time (reading included) and its simulation's alone,
+against ASTRA-sim's CPU time, and the NPUs equal to ASTRA-sim's output.
+
 Usage: python scripts/bench_astra.py [--inputs DIR] [--export256 DIR] [--export1024 DIR] [--repeat 3]
-       [--only-export | --only-64] [--large] [--large-dir DIR]
+       [--only-export | --only-64 | --only-unfolded] [--unfolded] [--large] [--large-dir DIR]
 """
 
 from __future__ import annotations
@@ -181,6 +187,66 @@ def _one_dimension(folder: Path) -> None:
     (folder / "system_1d.json").write_text(json.dumps(system, indent=1) + "\n")
 
 
+_UNFOLDED = """
+import sys, time
+from simcore.emulator.inputs import read_comm_groups, read_network, read_remote_memory, read_system
+from simcore.emulator.load import read_programs
+from simcore.emulator.run import simulate_astra
+folder, system, network, backend = sys.argv[1:5]
+net = read_network(f"{folder}/{network}")
+programs = read_programs(f"{folder}/workload", net.npus)
+programs = [programs[i] for i in range(net.npus)]
+args = (read_system(f"{folder}/{system}"), net, backend, read_comm_groups(f"{folder}/comm_groups.json", net.npus),
+        read_remote_memory(f"{folder}/remote_memory.json"))
+start = time.process_time()
+results = simulate_astra(programs, *args, fold=False)
+print(f"simulation CPU {time.process_time() - start:.3f}")
+for r in results:
+    print(f"sys[{r.npu}] finished, {r.finish_ns} cycles, exposed communication {r.exposed_comm_ns} cycles")
+"""
+
+
+def _run_unfolded(inputs: Path, backend: str, system: str, network: str, cache_dir: str
+                  ) -> tuple[float, float, float, dict[int, tuple[int, int]]]:
+    """One fresh process simulating every NPU (fold off): wall, CPU, simulation CPU, results."""
+    cmd = [sys.executable, "-c", _UNFOLDED, str(inputs), system, network, backend]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=_env(SIMSWEEP_CACHE_DIR=cache_dir))
+    text = proc.stdout.read().decode() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"the unfolded {backend} run failed")
+    sim = re.search(r"simulation CPU ([0-9.]+)", text)
+    got = {int(m[0]): (int(m[1]), int(m[2])) for m in LINE.findall(text)}
+    return wall, usage.ru_utime + usage.ru_stime, float(sim[1]) if sim else float("nan"), got
+
+
+def _unfolded_table(inputs: Path, repeat: int) -> None:
+    """The 256-NPU export with folding off, both backends, warm ET cache, against ASTRA-sim's CPU time."""
+    print(f"\nfolding off: every NPU of the 256-NPU export simulated ({inputs}); warm ET cache; median of "
+          f"{repeat} fresh-process runs; {_load()}")
+    print(f"{'backend':<8} {'wall s':>7} {'CPU s':>6} {'sim CPU s':>9} {'ASTRA-sim CPU s':>15} "
+          f"{'speed-up (CPU)':>14} {'exact NPUs':>10}")
+    for backend, (system, network, expected_file, _, astra_cpu) in EXPORT256_CASES.items():
+        with open(inputs / expected_file) as fh:
+            expected = {int(r["npu"]): (int(r["finish_cycles"]), int(r["exposed_comm_cycles"]))
+                        for r in csv.DictReader(fh)}
+        walls, cpus, sims = [], [], []
+        with tempfile.TemporaryDirectory(prefix="simsweep_et_") as cache:
+            _run(inputs, backend, cache, system, network)  # decode every rank's trace into the cache
+            for _ in range(repeat):
+                wall, cpu, sim, got = _run_unfolded(inputs, backend, system, network, cache)
+                walls.append(wall)
+                cpus.append(cpu)
+                sims.append(sim)
+        exact = sum(got.get(n) == expected[n] for n in expected)
+        cpu = statistics.median(cpus)
+        print(f"{backend:<8} {statistics.median(walls):7.2f} {cpu:6.2f} {statistics.median(sims):9.2f} "
+              f"{astra_cpu:15.1f} {astra_cpu / cpu:13.2f}x {exact:>6}/{len(expected)}")
+
+
 def _export1024_table(folder: Path, repeat: int) -> None:
     wall, cpu = _export(folder, 1024)
     if wall:
@@ -230,17 +296,21 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only-export", action="store_true", help="run only the export tables")
     parser.add_argument("--only-64", action="store_true", help="run only the 64-NPU tables")
+    parser.add_argument("--only-unfolded", action="store_true", help="run only the folding-off table")
+    parser.add_argument("--unfolded", action="store_true", help="also the folding-off table (slow)")
     parser.add_argument("--large", action="store_true", help="also the 4,096- and 16,384-NPU exports")
     parser.add_argument("--large-dir", type=Path, help="folder of the large exports (default: beside --export1024)")
     args = parser.parse_args()
     subprocess.run([sys.executable, "-c", "import search.commands.astra, simcore.emulator.folded_switch"],
                    env=_env(), check=True)  # compile the bytecode once, as an installed package has it
+    if args.only_unfolded:
+        _unfolded_table(args.export256, args.repeat)
+        return 0
     if args.only_export:
         if args.export256.is_dir():
             _export_table(args.export256, args.repeat)
         _export1024_table(args.export1024, args.repeat)
-        if args.large:
-            _large_table(args.large_dir or args.export1024.parent, args.repeat)
+        _optional_tables(args)
         return 0
     rows = []
     for backend in ("unaware", "aware"):
@@ -276,9 +346,16 @@ def main() -> int:
     if args.export256.is_dir():
         _export_table(args.export256, args.repeat)
     _export1024_table(args.export1024, args.repeat)
+    _optional_tables(args)
+    return 0
+
+
+def _optional_tables(args: argparse.Namespace) -> None:
+    """The large exports and the folding-off table, when asked for."""
     if args.large:
         _large_table(args.large_dir or args.export1024.parent, args.repeat)
-    return 0
+    if args.unfolded:
+        _unfolded_table(args.export256, args.repeat)
 
 
 def _in_process(inputs: Path, repeat: int) -> None:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["SystemLayer"]
 
 _LANES: dict[tuple[Any, ...], list[list[Step]]] = {}  # lanes by (algorithm, ..., chunk parity)
+_DELAYS: dict[tuple[Any, ...], list[list[int]]] = {}  # per lane and step: arrival -> next step (ns)
 _GROUP_STRIDE = 1 << 20  # stream tag = per-group stream index * stride + the group's tag
 
 
@@ -63,12 +64,13 @@ class _Stream:
 class _PhaseRun:
     """The lanes of one stream's current phase on this NPU."""
 
-    __slots__ = ("lanes", "left", "pending", "phase", "stream")
+    __slots__ = ("delays", "lanes", "left", "pending", "phase", "stream")
 
-    def __init__(self, stream: _Stream, phase: Phase, lanes: list[list[Step]]) -> None:
+    def __init__(self, stream: _Stream, phase: Phase, lanes: list[list[Step]], delays: list[list[int]]) -> None:
         self.stream = stream
         self.phase = phase
         self.lanes = lanes
+        self.delays = delays  # per lane, per step: the delay from its last arrival to the next step (ns)
         self.left = len(lanes)
         self.pending = [0] * len(lanes)
 
@@ -85,6 +87,7 @@ class SystemLayer:
         self._running: dict[int, int] = {}
         self._threshold = self.spec.active_chunks_per_dimension  # one queue per dimension
         self._group_streams: dict[tuple[int, ...] | None, int] = {}  # streams created per group
+        self._rep, self._messenger, self._events = ctx.rep, ctx.messenger, ctx.events  # hot-path lookups
 
     # ----------------------------------------------------------------- collectives
     def generate(self, comm: str, size: int, group: tuple[int, ...] | None, involved: tuple[bool, ...] | None,
@@ -176,7 +179,13 @@ class SystemLayer:
         if lanes is None:  # steps are immutable: one list per distinct phase shape is shared
             lanes = _LANES[key] = astra_algorithm(phase.algorithm).lanes(
                 phase.comm, len(phase.members), pos, phase.size, stream.chunk % 2, phase.window)
-        run = _PhaseRun(stream, phase, lanes)
+        delays_key = (key, phase.transfer_delay_ns, self.spec.local_mem_bw_GBps)
+        delays = _DELAYS.get(delays_key)
+        if delays is None:
+            delays = _DELAYS[delays_key] = [
+                [phase.transfer_delay_ns + (3 * self.reduction_ns(step.nbytes) if step.reduce else 0) for step in lane]
+                for lane in lanes]
+        run = _PhaseRun(stream, phase, lanes, delays)
         for lane in range(len(lanes)):
             self.ctx.events.after(phase.transfer_delay_ns, self._step, (run, lane, 0))
 
@@ -189,37 +198,33 @@ class SystemLayer:
                 self._advance(run.stream)
             return
         step = steps[k]
-        members, tag = run.phase.members, run.stream.tag
+        members, tag, nbytes = run.phase.members, run.stream.tag, step.nbytes
+        rep, messenger, npu = self._rep, self._messenger, self.npu
         for peer in step.send_to:
-            self._send(members[peer], tag, step.nbytes)
-        run.pending[lane] = len(step.recv_from)
-        if not step.recv_from:
+            real = members[peer]
+            messenger.send(npu, rep[real], tag, nbytes, None, None, real)
+        recv_from = step.recv_from
+        if not recv_from:
             self._after_step(state)
             return
-        rep = self.ctx.rep
-        for peer in step.recv_from:
-            self.ctx.messenger.recv(rep[members[peer]], self.npu, tag, step.nbytes, self._received, state)
+        run.pending[lane] = len(recv_from)
+        received = self._received
+        for peer in recv_from:
+            messenger.recv(rep[members[peer]], npu, tag, nbytes, received, state)
 
     def _received(self, state: tuple[_PhaseRun, int, int]) -> None:
-        run, lane, _ = state
-        run.pending[lane] -= 1
-        if run.pending[lane] == 0:
-            self._after_step(state)
+        run, lane, k = state
+        pending = run.pending
+        pending[lane] -= 1
+        if pending[lane] == 0:
+            self._events.after(run.delays[lane][k], self._step, (run, lane, k + 1))
 
     def _after_step(self, state: tuple[_PhaseRun, int, int]) -> None:
         run, lane, k = state
-        step = run.lanes[lane][k]
-        delay = run.phase.transfer_delay_ns
-        if step.reduce:
-            delay += 3 * self.reduction_ns(step.nbytes)
-        self.ctx.events.after(delay, self._step, (run, lane, k + 1))
+        self._events.after(run.delays[lane][k], self._step, (run, lane, k + 1))
 
     def reduction_ns(self, nbytes: int) -> int:
         """One memory pass over ``nbytes`` at local-mem-bw (decimal GB/s), floored (``Sys::mem_read``)."""
         if self.spec.local_mem_bw_GBps <= 0:
             raise InputError("local-mem-bw", 0, "must be > 0 when a collective reduces data")
         return int(nbytes / (self.spec.local_mem_bw_GBps * 1e9) * 1e9)
-
-    # ----------------------------------------------------------------- messages
-    def _send(self, peer: int, tag: int, nbytes: int) -> None:
-        self.ctx.messenger.send(self.npu, self.ctx.rep[peer], tag, nbytes, None, None, route_dst=peer)

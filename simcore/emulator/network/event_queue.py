@@ -2,7 +2,12 @@
 
 Time is an integer number of ns (ASTRA-sim's ``Tick``, ``CLOCK_PERIOD = 1`` ns, reference §1.1).
 Events due at the same time run in the order they were scheduled, as in the analytical
-backend's sorted list of time buckets.
+backend's sorted list of time buckets — which is also how they are stored here: one bucket (a
+flat list of callbacks and arguments) per distinct due time, and a min-heap of the due times.
+An unfolded run of a symmetric trace has many NPUs doing the same step at the same ns, so a heap
+operation is paid per distinct time rather than per event; an event scheduled for the time being
+processed (delay 0) joins the end of the running bucket, i.e. runs after every event already due
+then, exactly as a global insertion counter on ties would order it.
 """
 
 from __future__ import annotations
@@ -15,35 +20,49 @@ __all__ = ["EventQueue"]
 
 
 class EventQueue:
-    """Min-heap of ``(time_ns, seq, callback, arg)``; ``seq`` keeps insertion order on ties."""
+    """Time buckets ``{time_ns: [callback, arg, callback, arg, ...]}`` and a heap of their times."""
 
-    __slots__ = ("_heap", "_seq", "now_ns")
+    __slots__ = ("_buckets", "_times", "now_ns")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, Callable[[Any], None], Any]] = []
-        self._seq = 0
+        self._buckets: dict[int, list[Any]] = {}
+        self._times: list[int] = []
         self.now_ns = 0
 
     def schedule(self, time_ns: int, callback: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``callback(arg)`` at ``time_ns`` (>= now)."""
-        self._seq += 1
-        heapq.heappush(self._heap, (time_ns, self._seq, callback, arg))
+        bucket = self._buckets.get(time_ns)
+        if bucket is None:
+            self._buckets[time_ns] = [callback, arg]
+            heapq.heappush(self._times, time_ns)
+        else:
+            bucket.append(callback)
+            bucket.append(arg)
 
     def after(self, delay_ns: int, callback: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``callback(arg)`` ``delay_ns`` after now."""
-        self._seq += 1
-        heapq.heappush(self._heap, (self.now_ns + delay_ns, self._seq, callback, arg))
+        time_ns = self.now_ns + delay_ns
+        bucket = self._buckets.get(time_ns)
+        if bucket is None:
+            self._buckets[time_ns] = [callback, arg]
+            heapq.heappush(self._times, time_ns)
+        else:
+            bucket.append(callback)
+            bucket.append(arg)
 
     def empty(self) -> bool:
         """True when no event is pending."""
-        return not self._heap
+        return not self._times
 
     def run(self) -> int:
         """Run events until none is left; returns the time of the last event (ns)."""
-        heap = self._heap
+        times, buckets = self._times, self._buckets
         pop = heapq.heappop
-        while heap:
-            time_ns, _, callback, arg = pop(heap)
+        while times:
+            time_ns = pop(times)  # its bucket stays in place (and takes events due now) until done
             self.now_ns = time_ns
-            callback(arg)
+            items = iter(buckets[time_ns])  # a list iterator also yields what is appended while it runs
+            for callback in items:
+                callback(next(items))
+            del buckets[time_ns]
         return self.now_ns

@@ -25,9 +25,11 @@ class NetworkBackend(Protocol):
 
 
 class _Entry:
-    __slots__ = ("arrived", "recv_arg", "recv_cb", "send_arg", "send_cb")
+    __slots__ = ("arrived", "channel", "index", "recv_arg", "recv_cb", "send_arg", "send_cb")
 
-    def __init__(self) -> None:
+    def __init__(self, channel: _Channel, index: int) -> None:
+        self.channel = channel
+        self.index = index
         self.arrived = False
         self.send_cb: Handler | None = None
         self.send_arg: Any = None
@@ -35,14 +37,23 @@ class _Entry:
         self.recv_arg: Any = None
 
 
+class _Channel:
+    """The messages of one key: counters of sends and recvs, and the k-th exchanges still open."""
+
+    __slots__ = ("open", "posted", "sent")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.posted = 0
+        self.open: dict[int, _Entry] = {}
+
+
 class Messenger:
     """Matches sends with recvs by ``(tag, src, dst, size)`` in FIFO order per key."""
 
     def __init__(self, network: NetworkBackend) -> None:
         self.network = network
-        self._sent: dict[Key, int] = {}
-        self._posted: dict[Key, int] = {}
-        self._entries: dict[tuple[Key, int], _Entry] = {}
+        self._channels: dict[Key, _Channel] = {}
 
     def send(
         self, src: int, dst: int, tag: int, size: int, on_done: Handler | None, arg: Any,
@@ -50,37 +61,47 @@ class Messenger:
     ) -> None:
         """Inject a message; ``on_done(arg)`` runs at its arrival. ``route_dst`` = real destination."""
         key = (tag, src, dst, size)
-        index = self._sent.get(key, 0)
-        self._sent[key] = index + 1
-        entry = self._entries.get((key, index))
+        channel = self._channels.get(key)
+        if channel is None:
+            channel = self._channels[key] = _Channel()
+        index = channel.sent
+        channel.sent = index + 1
+        entry = channel.open.get(index)
+        route = dst if route_dst is None else route_dst
         if entry is None:
-            entry = self._entries[(key, index)] = _Entry()
+            entry = channel.open[index] = _Entry(channel, index)
+        elif on_done is None:  # matched already and no sender callback: the arrival only completes the recv
+            del channel.open[index]
+            self.network.send(src, route, size, entry.recv_cb, entry.recv_arg)  # type: ignore[arg-type]
+            return
         entry.send_cb, entry.send_arg = on_done, arg
-        self.network.send(src, dst if route_dst is None else route_dst, size, self._arrive, (key, index))
+        self.network.send(src, route, size, self._arrive, entry)
 
     def recv(self, src: int, dst: int, tag: int, size: int, on_done: Handler, arg: Any) -> None:
         """Post a receive; ``on_done(arg)`` runs when the matching message has arrived."""
         key = (tag, src, dst, size)
-        index = self._posted.get(key, 0)
-        self._posted[key] = index + 1
-        entry = self._entries.get((key, index))
+        channel = self._channels.get(key)
+        if channel is None:
+            channel = self._channels[key] = _Channel()
+        index = channel.posted
+        channel.posted = index + 1
+        entry = channel.open.get(index)
         if entry is None:
-            entry = self._entries[(key, index)] = _Entry()
+            entry = channel.open[index] = _Entry(channel, index)
         if entry.arrived:
-            del self._entries[(key, index)]
+            del channel.open[index]
             on_done(arg)
         else:
             entry.recv_cb, entry.recv_arg = on_done, arg
 
-    def _arrive(self, slot: tuple[Key, int]) -> None:
-        entry = self._entries[slot]
+    def _arrive(self, entry: _Entry) -> None:
         entry.arrived = True
         if entry.send_cb is not None:
             entry.send_cb(entry.send_arg)
         if entry.recv_cb is not None:
-            del self._entries[slot]
+            del entry.channel.open[entry.index]
             entry.recv_cb(entry.recv_arg)
 
     def unmatched(self) -> int:
         """Number of sends or recvs still waiting for their partner."""
-        return len(self._entries)
+        return sum(len(channel.open) for channel in self._channels.values())

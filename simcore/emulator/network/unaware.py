@@ -34,4 +34,7 @@ class UnawareNetwork:
 
     def send(self, src: int, dst: int, size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
         """Inject a message now; ``callback(arg)`` runs when it reaches ``dst``."""
-        self.events.after(self.delay_ns(src, dst, size_bytes), callback, arg)
+        delay = self._cache.get((src, dst, size_bytes))  # delay_ns inlined: once per message
+        if delay is None:
+            delay = self.delay_ns(src, dst, size_bytes)
+        self.events.after(delay, callback, arg)

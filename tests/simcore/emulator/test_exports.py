@@ -29,17 +29,24 @@ def _expected(path: Path) -> dict[int, tuple[int, int]]:
         return {int(r["npu"]): (int(r["finish_cycles"]), int(r["exposed_comm_cycles"])) for r in csv.DictReader(fh)}
 
 
-def _run(folder: Path, backend: str, system: str, network: str) -> dict[int, tuple[int, int]]:
+def _run(folder: Path, backend: str, system: str, network: str, fold: bool = True) -> dict[int, tuple[int, int]]:
     net = read_network(folder / network)
     results = simulate_astra(read_programs(folder / "workload", net.npus), read_system(folder / system), net,
                              backend, read_comm_groups(folder / "comm_groups.json", net.npus),
-                             read_remote_memory(folder / "remote_memory.json"))
+                             read_remote_memory(folder / "remote_memory.json"), fold=fold)
     return {r.npu: (r.finish_ns, r.exposed_comm_ns) for r in results}
 
 
 def test_sp_export_runs_to_completion_and_matches_astra_sim() -> None:
     folder = INPUTS / "gpt3_175b_64npu_sp_export"
     got = _run(folder, "unaware", "system.json", "network.yml")
+    assert got == _expected(folder / "expected_unaware.csv")
+
+
+def test_sp_export_unfolded_matches_astra_sim() -> None:
+    """Folding off: all 64 NPUs simulated step by step (the path taken when no ranks fold)."""
+    folder = INPUTS / "gpt3_175b_64npu_sp_export"
+    got = _run(folder, "unaware", "system.json", "network.yml", fold=False)
     assert got == _expected(folder / "expected_unaware.csv")
 
 
