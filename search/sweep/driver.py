@@ -10,13 +10,15 @@ Model (DESIGN.md "User-facing contract" ``simsweep sweep`` and "Reliability"):
 Resume (``sweep.resume=true``, same ``sweep.output_dir``): the folder's ``sweep.json`` must hold
 the same sweep hash; points already on disk are not recomputed and MLflow runs are found by their
 tags, so none is duplicated. An unreachable tracking server only defers logging to
-``simsweep sync``.
+``simsweep sync``. The tracking session (MLflow's import, store and parent run) opens on a
+thread while the Ray pool starts; the first finished batch waits for it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -64,11 +66,16 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
     store = ResultsStore(out, float(cfg.sweep.flush_interval_s))
     done = store.done_ids()
     outcome = SweepOutcome(out, plan.num_points, skipped=int(np.unique(done).shape[0]))
-    track = start_tracking(cfg, manifest, out, plan.num_points, plan.param_keys, outcome)
-    if outcome.skipped < plan.num_points:
-        _evaluate(plan, cfg, done, store, track, outcome, on_batch)
-    else:
-        store.flush()
+    import ray  # noqa: F401 - imported here, not beside MLflow's import on the thread
+
+    with ThreadPoolExecutor(1, thread_name_prefix="simsweep-tracking") as opener:
+        tracking = opener.submit(start_tracking, cfg, manifest, out, plan.num_points,
+                                 plan.param_keys, outcome)
+        if outcome.skipped < plan.num_points:
+            _evaluate(plan, cfg, done, store, tracking, outcome, on_batch)
+        else:
+            store.flush()
+        track = tracking.result()
     finish_sweep(cfg, out, manifest, store, track, outcome)
     outcome.write_s = store.write_s
     outcome.wall_s = time.perf_counter() - t0
@@ -84,15 +91,17 @@ def cost_spec(cfg: DictConfig) -> Any:
 
 
 def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: ResultsStore,
-              track: Any, outcome: SweepOutcome,
+              tracking: Future[Any], outcome: SweepOutcome,
               on_batch: Callable[[BatchOutput], None] | None) -> None:
-    """Run the remaining batches on the Ray pool; append each result to disk and MLflow."""
+    """Run the remaining batches on the Ray pool; append each result to disk and MLflow
+    (``tracking``: the session being opened beside the pool's start)."""
     from search.run.tables import batch_frame
     from search.run.workers import ray_pool
 
     with ray_pool(cfg.ray) as pool:
         try:
             pool.wait_ready()
+            track = tracking.result()  # opened while Ray started
             t_eval = time.perf_counter()
             bar = _progress(cfg, plan.num_points - outcome.skipped)
             batches = iter_batches(plan, int(cfg.sweep.batch_size), done, cost_spec(cfg))
