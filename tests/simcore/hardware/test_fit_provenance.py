@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.shared_paths import needs_shared
+
 ROOT = Path(__file__).resolve().parents[3]
 STAGE1 = ("gemm_efficiency_max", "gemm_half_dim", "hbm_efficiency", "scaleup_efficiency",
           "collective_base_latency_us", "scaleout_efficiency", "switch_allreduce_gain")
@@ -22,6 +24,7 @@ def _fit_module():  # scripts/ is not a package: load the script by path
     return module
 
 
+@needs_shared  # the fit reads the nccl-tests and vTrain calibration data in shared/
 @pytest.mark.parametrize("name", ["a100", "h100", "h800"])
 def test_presets_match_the_kernel_level_fit(name: str) -> None:
     calibs, log = _fit_module().kernel_level()
