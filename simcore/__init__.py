@@ -9,9 +9,9 @@ Wings, lowest first: ``specs``/``units``/``cost`` -> ``ir`` -> ``hardware``, ``t
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from simcore._lazy import load_lazy
 from simcore.errors import InputError
 
 if TYPE_CHECKING:
@@ -25,12 +25,7 @@ _LAZY = {"SchedulePlan": "simcore.engine.schedule", "compile_plan": "simcore.eng
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'simcore' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+    return load_lazy(__name__, _LAZY, globals(), name)
 
 __all__ = [
     "Graph",

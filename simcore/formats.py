@@ -13,10 +13,11 @@ the modules behind it may move without touching a command:
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from simcore._lazy import load_lazy
 
 if TYPE_CHECKING:
     from simcore.emulator.inputs import (
@@ -46,12 +47,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'simcore.formats' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+    return load_lazy(__name__, _LAZY, globals(), name)
 
 __all__ = [
     "astra_system_files",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.ir.intsets import unique_sorted
 from simcore.traces.chakra._wire import u64_view
 
 __all__ = ["categorize", "distinct"]
@@ -22,13 +23,7 @@ def distinct(values: NDArray[np.integer]) -> NDArray[np.integer]:
     ``np.unique`` without index outputs imports ``numpy.ma`` on its first call (numpy 2.x checks
     for masked arrays), ~40 ms of a fresh process that reads traces.
     """
-    s = np.sort(values, axis=None)
-    if s.size < 2:
-        return s
-    keep = np.empty(s.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
+    return unique_sorted(np.ravel(values))
 
 
 def categorize(

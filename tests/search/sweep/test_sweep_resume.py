@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from mlflow import MlflowClient
 
 from search.run.tables import ResultsStore
 from search.sweep.driver import run_sweep
+from tests.search.mlflow_server import logged_children
 
 ROOT = Path(__file__).resolve().parents[3]
 AXES = ("parallel.tp=1,2", "system.scaleout.bandwidth_GBps=range(25,401,25)",
@@ -42,16 +42,6 @@ def _children(uri: str, name: str) -> tuple[int, list[str]]:
                           and "simsweep.point_hash" in r.data.tags]
 
 
-def _logged(db: Path) -> int:
-    """Child runs in the store so far, read straight from SQLite (0 before it exists)."""
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
-            row = conn.execute("SELECT count(*) FROM tags WHERE key = 'simsweep.point_hash'")
-            return int(row.fetchone()[0])
-    except sqlite3.Error:
-        return 0
-
-
 def test_killed_driver_resumes_without_duplicates_or_recomputation(ray_local, plan_for, tmp_path):
     out, uri = tmp_path / "out", f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = [*AXES, "sweep.name=resume", "sweep.batch_size=4", "sweep.flush_interval_s=0",
@@ -64,7 +54,7 @@ def test_killed_driver_resumes_without_duplicates_or_recomputation(ray_local, pl
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     try:
-        while len(list((out / "results").glob("part-*.parquet"))) < 3 or _logged(tmp_path / 'mlflow.db') < 4:
+        while len(list((out / "results").glob("part-*.parquet"))) < 3 or logged_children(tmp_path / 'mlflow.db') < 4:
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
             assert time.monotonic() < deadline, "sweep never wrote results"
             time.sleep(0.2)
