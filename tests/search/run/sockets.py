@@ -57,18 +57,7 @@ def _addr(hex_addr: str) -> str:
 
 def listening_sockets(root: int) -> list[str]:
     """``address:port`` of every TCP socket in LISTEN state owned by ``root``'s process tree."""
-    inodes = _inodes(descendants(root))
-    out = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if cols[3] == "0A" and int(cols[9]) in inodes:
-                out.append(_addr(cols[1]))
-    return out
+    return listening_sockets_of(descendants(root))
 
 
 def is_loopback(address: str) -> bool:
@@ -91,6 +80,7 @@ def listeners_by_process(root: int) -> list[tuple[str, str]]:
 
 
 def listening_sockets_of(pids: set[int]) -> list[str]:
+    """``address:port`` of every TCP socket in LISTEN state owned by one of ``pids``."""
     inodes = _inodes(pids)
     out = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
