@@ -175,10 +175,7 @@ def _rank_trace(r: int, lay: RankLayout, stage_ops: list[_Op], incoming: list[_O
         alias[op.index] = [n + op.index]
     here = {op.index for op in stage_ops}
     for op in stage_ops:
-        # a rendezvous node's deps on the other stages are the other members' business
-        deps = sorted({x for dep in op.deps if dep in here or dep in alias for x in alias.get(dep, [dep])})
-        prev = dict(op.after).get(s, -1)
-        ctrl = [prev] if prev >= 0 and prev not in deps else []
+        deps, ctrl = _stage_deps(op, s, here, alias)
         attrs: dict[str, AttrValue] = {}
         a = dict(op.attrs)
         if op.kind == "comp":
@@ -332,9 +329,7 @@ def _stage_layout(s: int, stage_ops: list[_Op], incoming: list[_Op], n: int
         alias[op.index] = [n + op.index]
     here = {op.index for op in stage_ops}
     for op in stage_ops:
-        deps = sorted({x for dep in op.deps if dep in here or dep in alias for x in alias.get(dep, [dep])})
-        prev = dict(op.after).get(s, -1)
-        ctrl = [prev] if prev >= 0 and prev not in deps else []
+        deps, ctrl = _stage_deps(op, s, here, alias)
         a = dict(op.attrs)
         if op.kind == "comp":
             parts.append(encode_record(encode_node_fields(
@@ -442,3 +437,14 @@ def transformer_to_files(
             yield r, b"".join(pick(table))
 
     return files(), total, groups
+
+
+def _stage_deps(op: Any, stage: int, here: set[int], alias: dict[int, list[int]]
+                ) -> tuple[list[int], list[int]]:
+    """(data deps, ctrl deps) of ``op`` in ``stage``'s program: deps within the stage or on a
+    received value (a rendezvous node's deps on the other stages are the other members'
+    business), and the op issued before it on the stage's stream unless already a data dep."""
+    deps = sorted({x for dep in op.deps if dep in here or dep in alias for x in alias.get(dep, [dep])})
+    prev = dict(op.after).get(stage, -1)
+    ctrl = [prev] if prev >= 0 and prev not in deps else []
+    return deps, ctrl

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from chakra_testdata import DATA
+from chakra_testdata import DATA, read_official
 
 from simcore.traces.chakra import cache as et_cache
 from simcore.traces.chakra.encode import encode_trace
@@ -86,19 +86,9 @@ def test_disk_cache_hit_equals_fresh_decode_and_tracks_changes(tmp_path: Path) -
 @pytest.mark.slow
 @needs_shared
 def test_gpt3_inputs_match_the_official_parser_and_round_trip() -> None:
-    pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
-    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
     path = str(GPT3_INPUTS / "workload.5.et")
     t = read_trace(path, cache=False)
-    fh = protolib.openFileRd(path)
-    meta = pb.GlobalMetadata()
-    protolib.decodeMessage(fh, meta)
-    nodes = []
-    while True:
-        n = pb.Node()
-        if not protolib.decodeMessage(fh, n):
-            break
-        nodes.append(n)
+    _, nodes = read_official(path)
     assert t.num_nodes == len(nodes) == 7772
     assert t.ids.tolist() == [n.id for n in nodes]
     assert t.types.tolist() == [n.type for n in nodes]
