@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from search.run.tables import ResultsStore, format_summary, summarize
 from search.sweep.output import SweepOutcome, read_manifest, write_manifest
 from search.tracking.client import Tracker, flatten_params
+from search.tracking.errors import brief_error
 from search.tracking.publish import (
     PointLogger,
     describe_sweep,
@@ -138,7 +139,7 @@ def start_tracking(cfg: DictConfig, manifest: dict[str, Any], out: Path, num_poi
         outcome.experiment_id = tracker.experiment_id
         return LiveTracking(tracker, parent, logger)
     except Exception as err:  # noqa: BLE001 - tracking must not stop the sweep
-        outcome.tracking_ok, outcome.tracking_error = False, f"{type(err).__name__}: {err}"
+        outcome.tracking_ok, outcome.tracking_error = False, brief_error(err)
         write_manifest(out, manifest)
         return None
 
@@ -183,7 +184,7 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
         track.logger.close()
         if track.logger.error is not None:
             err = track.logger.error
-            outcome.tracking_ok, outcome.tracking_error = False, f"{type(err).__name__}: {err}"
+            outcome.tracking_ok, outcome.tracking_error = False, brief_error(err)
             outcome.log_s = track.tracker.log_s
             return
         known = track.logger.skip
@@ -195,7 +196,7 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
         manifest["tracking_synced"] = True
         write_manifest(out, manifest)
     except Exception as err:  # noqa: BLE001 - results are on disk; `simsweep sync` retries
-        outcome.tracking_ok, outcome.tracking_error = False, f"{type(err).__name__}: {err}"
+        outcome.tracking_ok, outcome.tracking_error = False, brief_error(err)
     outcome.log_s = track.tracker.log_s
 
 

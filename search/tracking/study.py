@@ -28,6 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 from search.study.ask_tell import LoopStats
 from search.study.objectives import Objective
 from search.tracking.client import Tracker, flatten_params
+from search.tracking.errors import brief_error
 from search.tracking.publish import POINT_METRICS, PointLogger, run_name, view_metrics
 
 __all__ = ["StudyTracking", "best_frame", "describe_study"]
@@ -129,7 +130,7 @@ class StudyTracking:
             self._fail(err)
 
     def _fail(self, err: BaseException) -> None:
-        self.error = f"{type(err).__name__}: {err}"
+        self.error = brief_error(err)
         self.parent_id = None
 
     @property

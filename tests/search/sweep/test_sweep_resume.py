@@ -9,6 +9,7 @@ run and exactly one child run per point in MLflow.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,12 +43,15 @@ def _children(uri: str, name: str) -> tuple[int, list[str]]:
                           and "simsweep.point_hash" in r.data.tags]
 
 
-def test_killed_driver_resumes_without_duplicates_or_recomputation(ray_local, plan_for, tmp_path):
+def test_killed_driver_resumes_without_duplicates_or_recomputation(ray_local, plan_for, tmp_path,
+                                                                   request):
     out, uri = tmp_path / "out", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ray_dir = f"/tmp/rs_{os.getpid()}_k"  # short: Ray's socket paths stay under 107 bytes
+    request.addfinalizer(lambda: shutil.rmtree(ray_dir, ignore_errors=True))
     args = [*AXES, "sweep.name=resume", "sweep.batch_size=4", "sweep.flush_interval_s=0",
             f"sweep.output_dir={out}", f"tracking.uri={uri}", "sweep.progress=false",
             "tracking.async_logging=false",  # MLflow keeps pace with the table: a kill lands mid-way
-            f"ray.temp_dir=/tmp/rs_{os.getpid()}_k"]
+            f"ray.temp_dir={ray_dir}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
     proc = subprocess.Popen([sys.executable, "-m", "search.cli", "sweep", *args], cwd=tmp_path,
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL,

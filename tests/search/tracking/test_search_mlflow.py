@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import mlflow
@@ -78,11 +80,13 @@ def test_parent_children_plots_and_best(tmp_path: Path) -> None:
 def test_ray_pool_and_resume_log_each_trial_once(tmp_path: Path) -> None:
     import ray
 
+    ray_dir = f"/tmp/rs_optuna_{os.getpid()}"  # short: Ray's socket paths stay under 107 bytes
     try:
         assert _run(tmp_path, "search.n_trials=8", "ray.num_workers=2",
-                    "ray.temp_dir=/tmp/rs_optuna") == 0
+                    f"ray.temp_dir={ray_dir}") == 0
     finally:
         ray.shutdown()
+        shutil.rmtree(ray_dir, ignore_errors=True)
     assert _run(tmp_path, "search.n_trials=14", "search.resume=true", "search.in_process=true") == 0
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     hashes = [r.data.tags["simsweep.point_hash"] for r in _children(client, _parent(client))]
