@@ -21,9 +21,8 @@ faster than its SMs (``k r``), or the HBM it gets over its bytes per network byt
 allow. The mechanism table prints, per case, the network GB/s the collectives reach on the
 CommOpt baseline and with ACE (wire bytes over collective time, summed over the graph's
 collective templates), the per-NPU fabric bandwidth ``W``, the baseline's HBM bound ``M_c / mu``
-(all-reduce) and the slowdown of overlapped compute (CommOpt, ACE). Collectives are costed by
-the calibrated NCCL-aware model (``collective=auto``): one ring across both dimensions at the
-slower one's bus bandwidth plus its steps' latency, so they reach well under ``W``.
+(all-reduce) and the slowdown of overlapped compute (CommOpt, ACE). In setting 1 collectives are
+costed per dimension (below); in setting 2 by the calibrated NCCL-aware model.
 
 Contention parameters, unchanged from ``conf/system/endpoint/default.yaml`` (not tuned here):
 10 GB/s of network traffic per SM (assumed: NCCL's ~240 GB/s over ~24 channels on DGX A100),
@@ -37,25 +36,29 @@ sizes and bandwidths our reference does not give. Assumed here:
 * topology: ASTRA-sim's own three-dimensional example system, Ring(2, 200 GB/s, 50 ns) x
   FullyConnected(8, 100 GB/s, 500 ns) x Switch(4, 50 GB/s, 2000 ns), 64 NPUs
   (``input/Ring_FullyConnected_Switch.yml`` of astra-network-analytical;
-  reference/astra-sim-and-chakra.md §2.2), and its first two dimensions (16 NPUs). simcore
-  models two dimensions, so the two inter-package dimensions are folded into one scale-out
-  dimension of their summed bandwidth (150 GB/s, latency of the slower, 2000 ns) across the 32
-  packages: the per-NPU injection bandwidth ``W = sum of the dimensions'`` (ACE §2.3) is kept,
-  350 GB/s, but a hierarchical all-reduce that runs one dimension after the other (ASTRA-sim's
-  baseline) would take longer on the real 3-D fabric than on the folded one;
+  reference/astra-sim-and-chakra.md §2.2), as a true 3-D fabric: the package (2 NPUs) is
+  ``scaleup``, the two inter-package dimensions are ``scaleout_dims``; and its first two
+  dimensions (16 NPUs). Collectives run as ASTRA-sim runs them (astra-sim-and-chakra.md §1.2,
+  ``localBWAware``): one phase per dimension, each on that dimension's own bandwidth and latency
+  (all-reduce: reduce-scatter up the dimensions, all-reduce on the last, all-gather back;
+  all-to-all: one phase per dimension), ring on the Ring dimension and direct on the others,
+  in 4 chunks pipelined through the phases (``preferred-dataset-splits`` 4, the splits of
+  ASTRA-sim's example system configs, §5.1), so every dimension carries traffic at once and the
+  endpoint's SMs and HBM must feed all of them (ACE §2.3(a)). The before table is the previous
+  setting: the inter-package dimensions folded into one of their summed bandwidth (150 GB/s,
+  the slower latency) and the NCCL-aware model (one ring across both levels);
 * NPU: V100-class (125 TFLOP/s fp16, 900 GB/s HBM, 80 SMs; ``conf/system/accelerator/
   v100_32g.yaml``), the device of ACE's time, fp16; and A100-class (312 TFLOP/s, 2039 GB/s, 108
   SMs; ASTRA-sim 2.0's case studies assume an A100-class NPU, methods §4.2) in bf16;
 * per-NPU mini-batches ResNet-50 32, GNMT 64, DLRM 512 (ACE's are not in our reference); DLRM
   with 64 tables placed over every NPU (``ep`` = NPUs; MLPerf's 26 do not split evenly);
 * the fabric sweep scales every dimension's bandwidth by 1, 2, 4 (64 V100-class NPUs): ACE §2.3
-  expects the gain to grow with ``W / M``.
+  expects the gain to grow with ``W / M``; the last table varies ResNet-50's per-NPU batch on
+  the 3-D fabric (a sensitivity, not a fit: ACE's batch is not in our reference).
 
 Setting 2, "today's cluster": A100-class NPUs, 8 per node on a 300 GB/s scale-up dimension and
 25 GB/s per NPU across nodes, 16 and 64 NPUs, the same batches. Compute is costed by the
-calibrated kernel models with the default (unfitted) calibration in both settings. The last
-table varies the two settings the ResNet-50 gap depends on most (per-NPU batch and CompOpt's
-SMs) in setting 2; it is a sensitivity, not a fit. Absolute times are the model's, not a
+calibrated kernel models with the default (unfitted) calibration in both settings. Absolute times are the model's, not a
 measurement. Run: PYTHONPATH=. python scripts/bench_ace.py
 """
 
@@ -70,9 +73,15 @@ import yaml
 from simcore.api import compiled_workload, simulate_batch
 from simcore.engine.evaluate import template_durations
 from simcore.fidelity.calibrated import CalibratedFidelity
-from simcore.fidelity.contention import _collective_templates, engines, hbm_per_wire_byte
+from simcore.fidelity.contention import (
+    _collective_templates,
+    engines,
+    hbm_per_wire_byte,
+    stacked_wire_fraction,
+)
 from simcore.hardware.batch import SystemBatch
 from simcore.ir.graph import CommType
+from simcore.specs.collective import CollectiveSpec
 from simcore.specs.endpoint import EndpointSpec
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import AcceleratorSpec, SystemSpec, TopologyDimSpec
@@ -86,20 +95,35 @@ _ACC = Path(__file__).resolve().parents[1] / "conf" / "system" / "accelerator"
 V100 = AcceleratorSpec(**yaml.safe_load((_ACC / "v100_32g.yaml").read_text()))
 A100 = AcceleratorSpec()
 NPUS = {"V100": (V100, 80, "fp16"), "A100": (A100, 108, "bf16")}
-# ASTRA-sim's Ring(2, 200) x FC(8, 100) x Switch(4, 50) example; the inter-package dims folded
+# ASTRA-sim's Ring(2, 200) x FC(8, 100) x Switch(4, 50) example (input/Ring_FullyConnected_Switch.yml)
 LOCAL = TopologyDimSpec("Ring", 0, 200.0, 50.0)
-INTER_GBPS = {16: 100.0, 64: 150.0}
-INTER_LAT_NS = {16: 500.0, 64: 2000.0}
+INTER = (TopologyDimSpec("FullyConnected", 8, 100.0, 500.0),
+         TopologyDimSpec("Switch", 4, 50.0, 2000.0))
+_PER_DIM = ("ring", "direct")  # ring on the Ring dimension, direct on the inter-package ones
+HIERARCHICAL = CollectiveSpec(name="astra_hierarchical", all_reduce=_PER_DIM,
+                              reduce_scatter=_PER_DIM, all_gather=_PER_DIM,
+                              all_to_all=_PER_DIM, chunks_per_collective=4)
 
 
-def ace_like(n: int, npu: str, scale: float = 1.0) -> SystemSpec:
-    """Setting 1: ``n`` NPUs (16 or 64) of ``npu`` on the folded 3-D fabric, bandwidths x scale."""
+def ace_like(n: int, npu: str, scale: float = 1.0, folded: bool = False) -> SystemSpec:
+    """Setting 1: ``n`` NPUs (16 or 64) of ``npu`` on ASTRA-sim's 3-D example fabric, bandwidths
+    x scale: the inter-package dimensions stacked (``scaleout_dims``, per-dimension collectives)
+    or, ``folded``, merged into one of their summed bandwidth with the NCCL-aware model."""
     acc, sms, _ = NPUS[npu]
-    return SystemSpec(name=f"ace_like_{npu}", num_gpus=n, gpus_per_node=2, accelerator=acc,
-                      scaleup=replace(LOCAL, bandwidth_GBps=LOCAL.bandwidth_GBps * scale),
-                      scaleout=TopologyDimSpec("Switch", 0, INTER_GBPS[n] * scale,
-                                               INTER_LAT_NS[n]),
-                      endpoint=EndpointSpec("endpoint", sms=sms))
+    inter = INTER[:1] if n == 16 else INTER
+    up = replace(LOCAL, bandwidth_GBps=LOCAL.bandwidth_GBps * scale)
+    common = dict(name=f"ace_like_{npu}", num_gpus=n, gpus_per_node=2, accelerator=acc,
+                  scaleup=up, endpoint=EndpointSpec("endpoint", sms=sms))
+    if folded:
+        return SystemSpec(**common, scaleout=TopologyDimSpec(  # type: ignore[arg-type]
+            "Switch", 0, sum(d.bandwidth_GBps for d in inter) * scale,
+            max(d.latency_ns for d in inter)))
+    dims = tuple(replace(d, bandwidth_GBps=d.bandwidth_GBps * scale) for d in inter)
+    if len(dims) == 1:
+        return SystemSpec(**common, scaleout=replace(dims[0], size=0),  # type: ignore[arg-type]
+                          collective=HIERARCHICAL)
+    return SystemSpec(**common, scaleout_dims=dims,  # type: ignore[arg-type]
+                      collective=HIERARCHICAL)
 
 
 def todays(n: int) -> SystemSpec:
@@ -141,11 +165,12 @@ def mechanism(model: object, par: ParallelSpec, base: SystemSpec) -> dict[str, f
     tdur = fid.durations(cw, sb, systems, par)
     slow = fid.overlap_slowdown(sb, cw, par, tdur)
     wire, busy = 0.0, np.zeros(2)
-    for t, w, _ in _collective_templates(cw, engines(sb)):
-        wire += w
+    templates = _collective_templates(cw, engines(sb), systems)
+    for t, w, _ in templates:
+        wire += float(np.max(w))  # both systems have the same topology
         busy += tdur[t]
     net_only = template_durations(cw, sb, par.precision)
-    busy_net = sum(float(net_only[t, 0]) for t, _, _ in _collective_templates(cw, engines(sb)))
+    busy_net = sum(float(net_only[t, 0]) for t, _, _ in templates)
     return {"comm_GBps": wire / busy[0] / 1e9, "ace_GBps": wire / busy[1] / 1e9,
             "net_GBps": wire / busy_net / 1e9,
             "comm_slow": float(slow[0]), "ace_slow": float(slow[1])}
@@ -168,26 +193,48 @@ def _hbm_bound_GBps(base: SystemSpec) -> float:
     """CommOpt's all-reduce rate the HBM allows beside compute: ``share M_usable / mu``."""
     ep = base.endpoint
     m = base.accelerator.hbm_bandwidth_GBps * base.calibration.hbm_efficiency
-    return ep.comm_hbm_share * m / hbm_per_wire_byte(ep, int(CommType.ALL_REDUCE), 8)
+    return ep.comm_hbm_share * m / hbm_per_wire_byte(ep, int(CommType.ALL_REDUCE),
+                                                     base.num_gpus)
+
+
+def _row(t: dict[str, float]) -> str:
+    return (f"{t['comm']:.2f} | {t['comp']:.2f} | {t['none']:.2f} | {t['ace']:.2f} | "
+            f"{t['ideal']:.2f} | {_speedup(t):.2f}x")
+
+
+PAPER = {"ResNet-50": "1.41x (up to 1.51x)", "GNMT": "1.12x (up to 1.17x)",
+         "DLRM": "1.13x (up to 1.19x)"}
 
 
 def main() -> None:
-    print("Setting 1 (ACE-like): ASTRA-sim's Ring(2,200) x FC(8,100) x Switch(4,50) fabric, "
-          "inter-package dims folded\n")
+    print("Setting 1 (ACE-like): ASTRA-sim's Ring(2,200) x FC(8,100) x Switch(4,50) fabric as a "
+          "true 3-D fabric, per-dimension collectives in 4 chunks\n")
     print("| NPU | workload | NPUs | CommOpt ms | CompOpt ms | NoOverlap ms | ACE ms | ideal ms "
-          "| ACE over best baseline |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| ACE over best baseline | paper |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    before: dict[tuple[str, str, int], float] = {}
+    after: dict[tuple[str, str, int], float] = {}
     mech_rows = []
     for npu, (_, _, prec) in NPUS.items():
         for n in (16, 64):
             base = ace_like(n, npu)
+            folded = ace_like(n, npu, folded=True)
             for name, model, par in cases(n, prec):
                 t = times_ms(model, par, base)
-                print(f"| {npu} | {name} | {n} | {t['comm']:.2f} | {t['comp']:.2f} | "
-                      f"{t['none']:.2f} | {t['ace']:.2f} | {t['ideal']:.2f} | {_speedup(t):.2f}x |")
+                after[npu, name, n] = _speedup(t)
+                before[npu, name, n] = _speedup(times_ms(model, par, folded))
+                paper = PAPER[name] if (npu, n) == ("V100", 16) else ""
+                print(f"| {npu} | {name} | {n} | {_row(t)} | {paper} |")
                 if n == 64:
                     mech_rows.append((npu, name, base, mechanism(model, par, base)))
-    print("\nMechanism, 64 NPUs (W = 350 GB/s per NPU: 200 local + 150 inter-package):\n")
+    print("\nBefore / after, ACE over the best baseline (before: inter-package dims folded into "
+          "one, NCCL-aware ring across both levels):\n")
+    print("| NPU | workload | NPUs | folded 2-level, before | 3-D per-dimension, after | paper |")
+    print("|---|---|---|---|---|---|")
+    for (npu, name, n), a in after.items():
+        print(f"| {npu} | {name} | {n} | {before[npu, name, n]:.2f}x | {a:.2f}x | "
+              f"{PAPER[name]} |")
+    print("\nMechanism, 64 NPUs (W = 350 GB/s per NPU: 200 local + 100 + 50 inter-package):\n")
     print("| NPU | workload | network-only GB/s | CommOpt GB/s | ACE GB/s | CommOpt HBM bound "
           "GB/s | compute slowdown CommOpt | compute slowdown ACE |")
     print("|---|---|---|---|---|---|---|---|")
@@ -195,7 +242,7 @@ def main() -> None:
         print(f"| {npu} | {name} | {m['net_GBps']:.0f} | {m['comm_GBps']:.0f} | "
               f"{m['ace_GBps']:.0f} | {_hbm_bound_GBps(base):.0f} | {m['comm_slow']:.1%} | "
               f"{m['ace_slow']:.1%} |")
-    print("\nFabric sweep, 64 V100-class NPUs (every dimension's bandwidth x scale; "
+    print("\nFabric sweep, 64 V100-class NPUs, 3-D (every dimension's bandwidth x scale; "
           "ACE over best baseline):\n")
     print("| scale | W GB/s per NPU | W / M | ResNet-50 | GNMT | DLRM | ResNet-50 CommOpt GB/s |")
     print("|---|---|---|---|---|---|---|")
@@ -213,29 +260,27 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for n in (16, 64):
         for name, model, par in cases(n, "bf16"):
-            t = times_ms(model, par, todays(n))
-            print(f"| {name} | {n} | {t['comm']:.2f} | {t['comp']:.2f} | {t['none']:.2f} | "
-                  f"{t['ace']:.2f} | {t['ideal']:.2f} | {_speedup(t):.2f}x |")
-    ar = int(CommType.ALL_REDUCE)
-    mu_base = hbm_per_wire_byte(EndpointSpec("endpoint"), ar, 8)
-    mu_ace = hbm_per_wire_byte(EndpointSpec("ace"), ar, 8)
-    w = 300.0
-    print(f"\nHBM GB/s to drive {w:.0f} GB/s of all-reduce traffic: endpoint {mu_base * w:.0f}, "
-          f"ACE {mu_ace * w:.0f} ({mu_base / mu_ace:.1f}x less)")
-    print("\nResNet-50 on 64 NPUs, setting 2, sensitivity (ACE over best baseline):\n")
-    print("| per-NPU batch | CompOpt 2 SMs | CompOpt 7 SMs | ACE over ideal (time) | compute ms |")
+            print(f"| {name} | {n} | {_row(times_ms(model, par, todays(n)))} |")
+    w = 350.0
+    fabric = ace_like(64, "V100")
+    print(f"\nHBM GB/s to drive W = {w:.0f} GB/s on the 64-NPU 3-D fabric (endpoint / ACE):")
+    for label, ct in (("all-reduce", CommType.ALL_REDUCE), ("all-to-all", CommType.ALL_TO_ALL)):
+        wire = stacked_wire_fraction(int(ct), 64, 2, fabric)
+        mu_base = hbm_per_wire_byte(EndpointSpec("endpoint"), int(ct), 64, wire)
+        mu_ace = hbm_per_wire_byte(EndpointSpec("ace"), int(ct), 64, wire)
+        print(f"  {label} ({wire:.3f} D on the wire over its phases): {mu_base * w:.0f} / "
+              f"{mu_ace * w:.0f} ({mu_base / mu_ace:.2f}x less with ACE)")
+    print("\nResNet-50, 64 NPUs, 3-D fabric, per-NPU batch sensitivity (ACE over best baseline; "
+          "all-reduce share = NoOverlap over ideal - 1):\n")
+    print("| per-NPU batch | V100 | V100 all-reduce share | A100 | A100 all-reduce share |")
     print("|---|---|---|---|---|")
-    n = 64
-    for b in (8, 16, 32, 64):
-        par = ParallelSpec(micro_batch=b, global_batch=b * n)
-        row = []
-        for sms in (2, 7):
-            t = times_ms(ResNetSpec(), par, todays(n), comp_sms=sms)
-            row.append(_speedup(t))
-        res = simulate_batch(ResNetSpec(), par, [replace(todays(n),
-                                                         endpoint=EndpointSpec("ideal"))])
-        print(f"| {b} | {row[0]:.2f}x | {row[1]:.2f}x | {t['ace'] / t['ideal']:.2f}x | "
-              f"{float(res.compute_s[0]) * 1e3:.2f} |")
+    for b in (32, 16, 8, 4, 2, 1):
+        cells = []
+        for npu, (_, _, prec) in NPUS.items():
+            par = ParallelSpec(micro_batch=b, global_batch=b * 64, precision=prec)
+            t = times_ms(ResNetSpec(), par, ace_like(64, npu))
+            cells.append(f"{_speedup(t):.2f}x | {t['none'] / t['ideal'] - 1:.0%}")
+        print(f"| {b} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

@@ -199,6 +199,15 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
     par, reason = check_structure(model, parallel, systems[0])
     if par is None:
         return _infeasible(b, reason)
+    stacked = np.array([bool(s.scaleout_dims) for s in systems])
+    why_stacked = fid.supports("stacked_dims") if stacked.any() else None
+    if why_stacked:
+        parts = [(np.flatnonzero(stacked), _infeasible(int(stacked.sum()), why_stacked))]
+        if not stacked.all():
+            parts.append((np.flatnonzero(~stacked), simulate_batch(
+                model, parallel, [s for s, m in zip(systems, stacked, strict=True) if not m],
+                fidelity)))
+        return _merge(b, parts)
     mixed = np.array([not s.uniform_devices for s in systems])
     if mixed.any():
         why = fid.supports("mixed_devices")

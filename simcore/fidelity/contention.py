@@ -2,7 +2,12 @@
 ISCA 2021, reference/methods-hap-ace-echo.md §2.3 (a)-(c)).
 
 A collective moving ``wire`` network bytes per GPU in ``t`` seconds drives ``R = wire / t``. Its
-HBM traffic is ``mu R`` with ``mu`` per collective type (:func:`hbm_per_wire_byte`):
+HBM traffic is ``mu R`` with ``mu`` per collective type (:func:`hbm_per_wire_byte`). On a
+multi-dimensional fabric (``SystemSpec.scaleout_dims``) ``t`` is the hierarchical collective's,
+whose chunks keep every dimension busy at once, so ``R`` is the sum of the dimensions' rates and
+the endpoint's SMs and HBM bound that sum; every phase's output lands in HBM (ACE §2.3(a)), so
+the endpoint's HBM bytes are ``mu`` times the bytes of every phase (a multi-phase all-to-all
+moves more: :func:`stacked_wire_fraction`) while ACE still moves the payload once:
 
 * ``endpoint`` (NCCL-like, on the accelerator): all-reduce ``(mu_reduce + mu_gather) / 2`` (half
   its steps reduce, half copy), reduce-scatter ``mu_reduce``, all-gather / all-to-all
@@ -43,6 +48,8 @@ The ``nccl`` engine keeps the fitted overlap slowdown (:mod:`simcore.fidelity.ov
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -50,10 +57,12 @@ from simcore.engine.evaluate import CompiledWorkload, kernel_durations
 from simcore.hardware.batch import SystemBatch
 from simcore.ir.graph import CommType
 from simcore.ir.ops import COMPUTE
+from simcore.network.collectives.calibrated_algorithms import spanned_sizes
 from simcore.specs.endpoint import EndpointSpec
+from simcore.specs.system import SystemSpec
 
 __all__ = ["collective_stretch", "compute_slowdown", "engines", "hbm_per_wire_byte",
-           "memory_bound_fraction", "overlapped_hbm_Bps"]
+           "memory_bound_fraction", "overlapped_hbm_Bps", "stacked_wire_fraction"]
 
 FloatArray = NDArray[np.float64]
 _REDUCE = (CommType.REDUCE_SCATTER, CommType.REDUCE_SCATTER_BLOCK)
@@ -71,9 +80,27 @@ def wire_fraction(comm_type: int, n: float) -> float:
     return (2.0 if comm_type == CommType.ALL_REDUCE else 1.0) * (n - 1) / n
 
 
-def hbm_per_wire_byte(ep: EndpointSpec, comm_type: int, n: float) -> float:
-    """HBM bytes per network byte (``mu``) of a collective of ``n`` ranks on engine ``ep``."""
-    wire = wire_fraction(comm_type, n)
+def stacked_wire_fraction(comm_type: int, n: float, k: float, system: SystemSpec) -> float:
+    """Network bytes per GPU over the buffer D on ``system``: :func:`wire_fraction`, except an
+    all-to-all across stacked inter-package dimensions (``SystemSpec.scaleout_dims``), which
+    runs one phase of D per spanned dimension (ASTRA-sim's baseline, reference/
+    astra-sim-and-chakra.md §1.2): ``(k - 1) / n`` inside the package plus ``(s_j - 1) / s_j``
+    per dimension spanned by ``s_j`` ranks. Reductions keep the closed form: a hierarchical
+    all-reduce's phases sum to ``2 (n - 1) / n`` D, the 1-D ring's."""
+    k = max(1.0, min(k, n))
+    if comm_type != CommType.ALL_TO_ALL or not system.scaleout_dims or n <= k:
+        return wire_fraction(comm_type, n)
+    sizes = tuple(d.size for d in system.scaleout_dims)
+    takes = spanned_sizes(sizes, np.array(float(np.ceil(n / k))))
+    return (k - 1.0) / n + sum(float((t - 1.0) / t) for t in takes)
+
+
+def hbm_per_wire_byte(ep: EndpointSpec, comm_type: int, n: float,
+                      wire: float | None = None) -> float:
+    """HBM bytes per network byte (``mu``) of a collective of ``n`` ranks on engine ``ep``
+    (``wire``: its network bytes per D, default :func:`wire_fraction`; ACE moves the payload
+    through HBM once whatever the wire bytes, the endpoint ``mu`` times every network byte)."""
+    wire = wire_fraction(comm_type, n) if wire is None else wire
     if wire == 0.0 or ep.collective_engine == "ideal":
         return 0.0
     if ep.collective_engine == "ace":
@@ -113,11 +140,15 @@ def _comm_hbm(sb: SystemBatch, phi: FloatArray | None) -> FloatArray:
     return np.where(compute_first, share * np.maximum(1.0 - phi, 1e-6), share)
 
 
-def _collective_templates(cw: CompiledWorkload, eps: list[EndpointSpec]
-                          ) -> list[tuple[int, float, FloatArray]]:
-    """(template, network bytes per GPU, (B,) HBM bytes per network byte) of every collective."""
+def _collective_templates(cw: CompiledWorkload, eps: list[EndpointSpec],
+                          systems: Sequence[SystemSpec] | None = None
+                          ) -> list[tuple[int, float | FloatArray, FloatArray]]:
+    """(template, network bytes per GPU, (B,) HBM bytes per network byte) of every collective;
+    with ``systems`` the bytes of each system's topology (:func:`stacked_wire_fraction`, a (B,)
+    array where some system stacks inter-package dimensions)."""
     ops = cw.ops
-    out = []
+    out: list[tuple[int, float | FloatArray, FloatArray]] = []
+    stacked = systems is not None and any(s.scaleout_dims for s in systems)
     for t, parts in enumerate(ops.templates):
         if ops.template_kind[t] == COMPUTE or len(parts) != 1:
             continue
@@ -126,6 +157,13 @@ def _collective_templates(cw: CompiledWorkload, eps: list[EndpointSpec]
         if cost != "coll":
             continue
         comm, nbytes, n = int(args[0]), args[1] * weight, args[2]
+        if stacked and systems is not None:
+            frac = np.array([stacked_wire_fraction(comm, n, args[3], s) for s in systems])
+            if frac.max() > 0:
+                out.append((t, frac * nbytes, np.array([
+                    hbm_per_wire_byte(e, comm, n, float(f)) for e, f in zip(eps, frac,
+                                                                           strict=True)])))
+            continue
         wire = wire_fraction(comm, n) * nbytes
         if wire > 0:
             out.append((t, wire, np.array([hbm_per_wire_byte(e, comm, n) for e in eps])))
@@ -146,7 +184,7 @@ def collective_stretch(cw: CompiledWorkload, tdur: FloatArray, sb: SystemBatch,
                         for e in eps])
     is_ace = np.array([e.collective_engine == "ace" for e in eps])
     active = np.array([e.collective_engine in ("endpoint", "ace") for e in eps])
-    for t, wire, mu in _collective_templates(cw, eps):
+    for t, wire, mu in _collective_templates(cw, eps, sb.specs):
         rate = wire / np.maximum(tdur[t], 1e-30)
         factor = np.maximum(np.maximum(1.0, mu * rate / share), rate / sm_rate)
         factor = np.where(is_ace, np.maximum(factor, rate / ace_rate), factor)
@@ -162,7 +200,7 @@ def overlapped_hbm_Bps(cw: CompiledWorkload, tdur: FloatArray, sb: SystemBatch) 
     counts = np.asarray(cw.overlap_counts).sum(axis=0)  # (U,)
     hbm = np.zeros(sb.size)
     busy = np.zeros(sb.size)
-    for t, wire, mu in _collective_templates(cw, eps):
+    for t, wire, mu in _collective_templates(cw, eps, sb.specs):
         if counts[t] > 0:
             hbm += counts[t] * mu * wire
             busy += counts[t] * tdur[t]

@@ -5,7 +5,13 @@ A :class:`SystemSpec` describes a cluster of ``num_gpus`` accelerators grouped i
 nodes over a scale-out fabric (InfiniBand / RoCE: ``scaleout``). The accelerators form one or
 more :class:`DevicePool` s (accelerator, calibration, count: a pool is a set of identical
 devices, ``SystemSpec.devices``); the fabrics are the topology dimensions ``SystemSpec.dims``
-(``scaleup`` = ``dims[0]``, ``scaleout`` = ``dims[1]``). With ``pools`` empty (every preset in
+(``scaleup`` = ``dims[0]``, ``scaleout`` = ``dims[1]``). The scale-out fabric may be made of
+several stacked inter-package dimensions, as the multi-dimensional fabrics of ASTRA-sim and ACE
+are (e.g. Ring(2) x FullyConnected(8) x Switch(4): reference/astra-sim-and-chakra.md §2.2,
+reference/methods-hap-ace-echo.md §2.1): ``scaleout_dims`` lists them, innermost first, and
+``scaleout`` is then their fold (summed per-NPU bandwidth, the slowest latency, the outermost
+kind) for every model that sees two levels; the explicit collective algorithms run one phase per
+dimension on them (:mod:`simcore.network.collectives.calibrated_algorithms`). With ``pools`` empty (every preset in
 ``conf/system/``) the cluster is one pool of ``accelerator`` x ``num_gpus``; ``accelerator`` and
 ``calibration`` always are pool 0's (a pool that names neither inherits them). Bandwidths are decimal GB/s
 (1e9 bytes/s), **per GPU, one direction**; latencies are per hop in ns. The
@@ -21,6 +27,7 @@ key, the value and the rule.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from math import prod
 
 from simcore.errors import InputError, require
 from simcore.limits import limit
@@ -291,6 +298,10 @@ class SystemSpec:
         memory: remote memory tier (filled from the ``memory`` group; default: none).
         endpoint: where collectives run and what they take from compute
             (:mod:`simcore.specs.endpoint`; default ``nccl``: the fitted overlap slowdown).
+        scaleout_dims: the scale-out fabric as stacked inter-package dimensions, innermost
+            first, each with its explicit ``size`` (the sizes multiply to ``num_gpus /
+            gpus_per_node``), per-NPU bandwidth and latency; empty (default) = one scale-out
+            dimension. When given, ``scaleout`` is replaced by their fold (module docstring).
         pools: the device pools, in rank order; empty = one pool of ``accelerator`` x
             ``num_gpus``. Stored normalized: pool 0's accelerator and calibration live in
             ``accelerator`` / ``calibration`` (its entries are None), and a single pool
@@ -311,6 +322,7 @@ class SystemSpec:
     memory: RemoteMemorySpec = field(default_factory=RemoteMemorySpec)
     pools: tuple[DevicePool, ...] = ()
     endpoint: EndpointSpec = field(default_factory=EndpointSpec)
+    scaleout_dims: tuple[TopologyDimSpec, ...] = ()
 
     def __post_init__(self) -> None:
         p = "system."
@@ -325,6 +337,7 @@ class SystemSpec:
         require(self.num_gpus % self.gpus_per_node == 0 or self.num_gpus < self.gpus_per_node,
                 p + "num_gpus", self.num_gpus,
                 f"must be a multiple of gpus_per_node={self.gpus_per_node} (or fewer)")
+        self._fold_scaleout_dims()
         self.scaleup.validate(p + "scaleup.")
         self.scaleout.validate(p + "scaleout.")
         self.calibration.validate(p + "calibration.")
@@ -333,6 +346,31 @@ class SystemSpec:
         require(self.scaleout.size in (0, self.num_nodes), p + "scaleout.size",
                 self.scaleout.size, f"must be 0 or num_gpus/gpus_per_node={self.num_nodes}")
         self._normalize_pools()
+
+    def _fold_scaleout_dims(self) -> None:
+        """Validate ``scaleout_dims`` and set ``scaleout`` to their fold (class docstring)."""
+        dims = self.scaleout_dims
+        key = "system.scaleout_dims"
+        require(isinstance(dims, tuple | list), key, dims,
+                "must be a list of topology dimensions (kind, size, bandwidth_GBps, latency_ns)")
+        dims = tuple(dims)
+        object.__setattr__(self, "scaleout_dims", dims)
+        if not dims:
+            return
+        for i, d in enumerate(dims):
+            require(isinstance(d, TopologyDimSpec), f"{key}.{i}", d,
+                    "must be a topology dimension (kind, size, bandwidth_GBps, latency_ns)")
+            d.validate(f"{key}.{i}.")
+            require(d.size >= 2, f"{key}.{i}.size", d.size,
+                    "must be an explicit integer >= 2 (NPUs along this dimension)")
+        sizes = [d.size for d in dims]
+        nodes = self.num_gpus // self.gpus_per_node
+        require(int(prod(sizes)) == nodes, key, sizes,
+                f"sizes must multiply to num_gpus/gpus_per_node={nodes}")
+        fold = TopologyDimSpec(kind=dims[-1].kind, size=0,
+                               bandwidth_GBps=sum(d.bandwidth_GBps for d in dims),
+                               latency_ns=max(d.latency_ns for d in dims))
+        object.__setattr__(self, "scaleout", fold)
 
     def _normalize_pools(self) -> None:
         """Validate ``pools`` and store them normalized (see the class docstring)."""
@@ -440,6 +478,19 @@ def _build_pools(data: object, prefix: str) -> tuple[DevicePool, ...]:
     return tuple(out)
 
 
+def _build_dims(data: object, prefix: str) -> tuple[TopologyDimSpec, ...]:
+    require(isinstance(data, list | tuple), prefix.rstrip("."), data,
+            "must be a list of topology dimensions (kind, size, bandwidth_GBps, latency_ns)")
+    assert isinstance(data, list | tuple)
+    out = []
+    for i, item in enumerate(data):
+        dim = item if isinstance(item, TopologyDimSpec) else _build(TopologyDimSpec, item,
+                                                                    f"{prefix}{i}.")
+        assert isinstance(dim, TopologyDimSpec)
+        out.append(dim)
+    return tuple(out)
+
+
 def _build(cls: type, data: object, prefix: str) -> object:
     require(isinstance(data, dict), prefix.rstrip("."), data, "must be a mapping")
     assert isinstance(data, dict)
@@ -451,6 +502,8 @@ def _build(cls: type, data: object, prefix: str) -> object:
         nested = _NESTED.get((cls, key))
         if cls is SystemSpec and key == "pools":
             kwargs[key] = _build_pools(value, f"{prefix}{key}.")
+        elif cls is SystemSpec and key == "scaleout_dims":
+            kwargs[key] = _build_dims(value, f"{prefix}{key}.")
         elif nested and not (cls is DevicePool and value is None):
             kwargs[key] = _build(nested, value, f"{prefix}{key}.")
         else:

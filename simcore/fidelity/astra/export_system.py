@@ -19,6 +19,7 @@ from typing import Any
 
 from simcore.emulator.specs import NetworkDimSpec, NetworkSpec
 from simcore.emulator.specs import SystemSpec as AstraSystemSpec
+from simcore.errors import require
 from simcore.specs.system import SystemSpec, TopologyDimSpec
 
 __all__ = ["DATASET_SPLITS", "ENDPOINT_DELAY_NS", "GIB_PER_GB", "NetDim", "astra_system_spec",
@@ -36,6 +37,9 @@ NetDim = tuple[str, int, float, float]
 
 
 def _dims(system: SystemSpec) -> list[tuple[TopologyDimSpec, int]]:
+    require(not system.scaleout_dims, "system.scaleout_dims",
+            [d.size for d in system.scaleout_dims],
+            "not exported: the ASTRA-sim system has two network dimensions (scale-up, scale-out)")
     dims = [(system.scaleup, system.gpus_per_node)]
     if system.num_nodes > 1:
         dims.append((system.scaleout, system.num_nodes))

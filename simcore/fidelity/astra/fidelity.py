@@ -45,7 +45,12 @@ class AstraFidelity:
         return None
 
     def supports(self, feature: str) -> str | None:
-        """No remote memory tier; one device type (ASTRA-sim's roofline is global)."""
+        """No remote memory tier; one device type (ASTRA-sim's roofline is global); two network
+        dimensions."""
+        if feature == "stacked_dims":
+            return ("system.scaleout_dims: the astra fidelity exports two network dimensions "
+                    "(scale-up, scale-out); use fidelity=calibrated for stacked inter-package "
+                    "dimensions")
         if feature == "mixed_devices":
             return ("system.pools: the astra fidelity has one device type (ASTRA-sim's roofline "
                     "is global); use fidelity=calibrated for mixed device pools")

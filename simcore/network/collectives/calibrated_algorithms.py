@@ -52,8 +52,9 @@ from simcore.network.collectives import REGISTRY, algorithm
 from simcore.network.collectives._base import A2A, AG, AR, RS
 from simcore.network.collectives.nccl import collective_time_s
 from simcore.specs.collective import CollectiveSpec
+from simcore.specs.system import SystemSpec
 
-__all__ = ["algorithm_collective_time_s", "phase_time_s"]
+__all__ = ["algorithm_collective_time_s", "phase_time_s", "spanned_sizes"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -141,6 +142,14 @@ def algorithm_collective_time_s(sb: SystemBatch, comm_type: object, nbytes: obje
         total = sum(phases, np.zeros_like(explicit))
         longest = np.maximum.reduce(phases)
         explicit = np.where(row == r, total + (chunks - 1.0) * longest, explicit)
+    for b, spec in enumerate(sb.specs):  # stacked inter-package dimensions: one phase each
+        if spec.scaleout_dims:
+            explicit[:, b] = _multidim_time_s(spec, row[:, 0], k[:, 0], m[:, 0], n[:, 0],
+                                              np.broadcast_to(d, explicit.shape)[:, b],
+                                              alg_up[:, b], alg_out[:, b],
+                                              bool(sw_up[0, b]), dims[0][0][0, b],
+                                              dims[0][1][0, b], float(chunks[0, b]),
+                                              float(step[0, b]))
     base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
     explicit = np.where((n <= 1.0) | (size <= 0.0), 0.0, base + explicit)
     use = (row >= 0) & (alg_up != _AUTO)
@@ -164,6 +173,79 @@ def _in_switch_auto_s(sb: SystemBatch, size: FloatArray, n: FloatArray, k: Float
     base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
     t = base + steps + _IN_SWITCH.phase(AR, n, size)[1] / busbw
     return np.asarray(np.where((n <= 1.0) | (size <= 0.0), 0.0, t))
+
+
+def spanned_sizes(sizes: tuple[int, ...], m: FloatArray) -> list[FloatArray]:
+    """Ranks a group of ``m`` nodes spans on each stacked inter-package dimension of ``sizes``
+    (innermost first): it fills the inner dimensions first (``min(size, remaining)``, then
+    ``ceil(remaining / taken)`` nodes are left); 1 = the dimension is not spanned."""
+    left = np.maximum(np.asarray(m, dtype=np.float64), 1.0)
+    out = []
+    for size in sizes:
+        take = np.minimum(float(size), left)
+        out.append(take)
+        left = np.ceil(left / take)
+    return out
+
+
+def _multidim_time_s(spec: SystemSpec, row: IntArray, k: FloatArray, m: FloatArray,
+                     n: FloatArray, d: FloatArray, alg_up: IntArray, alg_out: IntArray,
+                     sw_up: bool, bw_up: float, st_up: float, chunks: float, step_s: float
+                     ) -> FloatArray:
+    """(U,) explicit-algorithm seconds (without the base latency) of one chunk ``d`` pipelined
+    ``chunks`` times through the phases, on a system whose scale-out is stacked dimensions
+    (``SystemSpec.scaleout_dims``), as ASTRA-sim runs a multi-dimensional collective
+    (reference/astra-sim-and-chakra.md §1.2, ``localBWAware``): all-reduce = reduce-scatter on
+    the scale-up dimension and on every spanned inter-package dimension but the last, all-reduce
+    on the last, all-gather back down (each phase on ``1 / ranks`` of the previous one's buffer);
+    reduce-scatter / all-gather = one phase per spanned dimension; all-to-all = the scale-up
+    phase of ``D k / n`` and one phase of ``D`` per spanned inter-package dimension (every
+    phase's input is the previous one's output, ASTRA-sim's baseline). Each dimension has its
+    own line rate (x ``scaleout_efficiency``) and hop latency; the scale-out algorithm runs on
+    each; in-switch reduction on a Switch dimension's all-reduce phase."""
+    eff = spec.calibration.scaleout_efficiency
+    net = spec.collective.in_network
+    sub = [(np.asarray(x.bandwidth_GBps * 1e9 * eff), np.asarray(step_s + x.latency_ns * 1e-9),
+            net and x.kind == "Switch") for x in spec.scaleout_dims]
+    bw_up_a, st_up_a = np.asarray(bw_up), np.asarray(st_up)
+    takes = spanned_sizes(tuple(x.size for x in spec.scaleout_dims), m)
+    no = np.zeros(1, dtype=bool)
+    out = np.zeros(row.shape)
+    for r, kind in enumerate(_KINDS):
+        sel = row == r
+        if not sel.any():
+            continue
+        phases: list[FloatArray] = []
+        if kind == A2A:
+            phases.append(phase_time_s(A2A, alg_up, k, d * k / n, bw_up_a, st_up_a, no))
+            for take, (bw, st, _) in zip(takes, sub, strict=True):
+                phases.append(phase_time_s(A2A, alg_out, take, d, bw, st, no))
+        elif kind == AR:
+            inside = m <= 1.0
+            phases.append(np.where(inside, phase_time_s(AR, alg_up, k, d, bw_up_a, st_up_a,
+                                                        np.array([sw_up])),
+                                   phase_time_s(RS, alg_up, k, d, bw_up_a, st_up_a, no)))
+            phases.append(np.where(inside, 0.0, phase_time_s(AG, alg_up, k, d, bw_up_a, st_up_a,
+                                                             no)))
+            buf = d / k
+            for j, (take, (bw, st, sw)) in enumerate(zip(takes, sub, strict=True)):
+                later = takes[j + 1] if j + 1 < len(takes) else np.ones_like(take)
+                last = (take > 1.0) & (later <= 1.0)
+                ar = phase_time_s(AR, alg_out, take, buf, bw, st, np.array([sw]))
+                rs = phase_time_s(RS, alg_out, take, buf, bw, st, no)
+                ag = phase_time_s(AG, alg_out, take, buf, bw, st, no)
+                phases += [np.where(last, ar, rs), np.where(last, 0.0, ag)]
+                buf = buf / take
+        else:
+            phases.append(phase_time_s(kind, alg_up, k, d, bw_up_a, st_up_a, no))
+            buf = d / k
+            for take, (bw, st, _) in zip(takes, sub, strict=True):
+                phases.append(phase_time_s(kind, alg_out, take, buf, bw, st, no))
+                buf = buf / take
+        total = sum(phases, np.zeros(row.shape))
+        longest = np.maximum.reduce(phases)
+        out = np.where(sel, total + (chunks - 1.0) * longest, out)
+    return out
 
 
 def _phases(kind: str, k: FloatArray, m: FloatArray, n: FloatArray, d: FloatArray,
