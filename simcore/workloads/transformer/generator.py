@@ -107,7 +107,6 @@ def grad_reduce_bytes(par: ParallelSpec) -> float:
     return _GRAD_BYTES if bf16_optimizer_path(par) else grad_buffer_bytes(par)
 
 
-
 _OPTIMIZER_BYTES_PER_PARAM = 28.0  # Adam: read/write fp32 master, m, v; read grad; write weight
 
 
