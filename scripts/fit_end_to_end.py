@@ -109,6 +109,12 @@ def fit_end_to_end(calibs: dict[str, CalibrationSpec], case_files: list[tuple[Pa
                f"Megatron-DeepSpeed runs ({int(fstats['n'])} rows): MAPE {fstats['mape']:.1f}% "
                f"(bias {fstats['bias']:+.1f}%), without a floor {fstats['mape_no_floor']:.1f}% "
                f"({fstats['bias_no_floor']:+.1f}%)")
+    # evidence, not a parameter: the same single-node runs at the stack efficiency 1 (is the
+    # large-run residual a kernel property? vTrain's runs say no when this MAPE is lower)
+    floor1, fstats1 = _script("fit_launch_floor").fit_launch_floor(
+        "deepspeed", fraction=min(1.0, cv.params_all[KEY]))
+    log.append(f"  (check: the same vTrain runs at kernel_efficiency 1: floor {floor1:g} us, MAPE "
+               f"{fstats1['mape']:.1f}% (bias {fstats1['bias']:+.1f}%); not written)")
     for name in FITTED_STACKS:
         key = f"stack:{name}"
         if key in cv.params_all:

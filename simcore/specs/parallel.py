@@ -63,6 +63,15 @@ class ParallelSpec:
             the buffer; the buffer (and the data-parallel reduction) is fp32 in a bf16 / fp8 /
             fp4 run (bf16 needs fp32 accumulation) and 16-bit in an fp16 run. Set by the
             software stack (``conf/stack``).
+        bf16_optimizer: DeepSpeed's ``BF16_Optimizer`` gradient path (unfused accumulation of
+            a bf16 / fp8 / fp4 run at ZeRO stage 0 or 1; DeepSpeed 0.6.5
+            ``runtime/bf16_optimizer.py`` and ``runtime/pipe/engine.py``): every micro-batch's
+            16-bit gradient is cast into an fp32 temporary and added to the fp32 gradient
+            (``hp_grad.add_(lp.grad.to(fp32))``: 18 bytes per parameter instead of 10); the
+            fp32 gradients are all-reduced in the 16-bit communication dtype (the engine's
+            ``communication_data_type`` default; cast down and back, 12 bytes per parameter
+            per iteration), and the updated 16-bit weights of each rank's optimizer shard are
+            all-gathered after the step. Set by the software stack (``conf/stack``).
         rank_order: how ranks are numbered, innermost dimension first (consecutive ranks
             share a node): ``tp-cp-dp-pp`` keeps TP inside the scale-up domain.
         first_stage_layers, last_stage_layers: explicit layer counts of the first / last
@@ -94,6 +103,7 @@ class ParallelSpec:
     precision: str = "bf16"
     flash_attention: bool = True
     grad_accumulation_fusion: bool = True
+    bf16_optimizer: bool = False
     rank_order: str = "tp-cp-dp-pp"
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
@@ -108,7 +118,7 @@ class ParallelSpec:
             if getattr(self, key) is not None:
                 _positive_int(getattr(self, key), p + key)
         for key in ("sequence_parallel", "dp_overlap", "tp_comm_overlap", "flash_attention",
-                    "grad_accumulation_fusion"):
+                    "grad_accumulation_fusion", "bf16_optimizer"):
             require(isinstance(getattr(self, key), bool), p + key, getattr(self, key),
                     "must be true or false")
         require(self.recompute in RECOMPUTE_MODES, p + "recompute", self.recompute,

@@ -20,6 +20,13 @@ A :class:`StackSpec` scales the hardware calibration for the framework that runs
   in bf16 runs and reduced in fp32 (the DeepSpeed pipeline engine and its bf16 optimizer);
   ``None`` keeps the plan's value (:class:`~simcore.specs.parallel.ParallelSpec`). A mechanism,
   not a fit: the kernel's bytes follow from the dtypes.
+* ``bf16_optimizer``: DeepSpeed's ``BF16_Optimizer`` gradient path in bf16 runs (DeepSpeed 0.6.5
+  source, the release BLOOM trained with: ``runtime/bf16_optimizer.py`` ``update_hp_grads`` adds
+  ``lp.grad.to(fp32)`` into the fp32 gradient after every micro-batch's backward, 18 bytes per
+  parameter; ``runtime/pipe/engine.py`` ``_bf16_reduce_grads`` all-reduces the fp32 gradients,
+  which ``runtime/engine.py`` ``allreduce_bucket`` casts to ``communication_data_type``, bf16 by
+  default; ``step`` all-gathers each rank's updated bf16 shard). ``None`` keeps the plan's value
+  (:class:`~simcore.specs.parallel.ParallelSpec`). A mechanism, not a fit.
 
 Applying a stack returns a new :class:`~simcore.specs.system.SystemSpec` whose calibration
 carries the scaled values (:func:`apply_stack`) and a new plan with the stack's training-loop
@@ -49,6 +56,7 @@ class StackSpec:
     kernel_overhead_us: float | None = None
     kernel_launch_floor_us: float | None = None
     grad_accumulation_fusion: bool | None = None
+    bf16_optimizer: bool | None = None
 
     def __post_init__(self) -> None:
         p = "stack."
@@ -68,13 +76,15 @@ class StackSpec:
                 or isinstance(self.grad_accumulation_fusion, bool),
                 p + "grad_accumulation_fusion", self.grad_accumulation_fusion,
                 "must be true, false or null")
+        require(self.bf16_optimizer is None or isinstance(self.bf16_optimizer, bool),
+                p + "bf16_optimizer", self.bf16_optimizer, "must be true, false or null")
 
 
 def stack_from_dict(data: dict[str, object]) -> StackSpec:
     """A :class:`StackSpec` from the resolved ``stack`` config (unknown keys are errors;
     ``source`` / ``fitted`` provenance keys are ignored)."""
     known = {"name", "kernel_efficiency", "kernel_overhead_us", "kernel_launch_floor_us",
-             "grad_accumulation_fusion"}
+             "grad_accumulation_fusion", "bf16_optimizer"}
     kwargs = {k: v for k, v in data.items() if k not in ("source", "fitted")}
     for key, value in kwargs.items():
         require(key in known, f"stack.{key}", value, f"unknown key (known: {', '.join(known)})")
@@ -94,7 +104,9 @@ def apply_stack(system: SystemSpec, stack: StackSpec) -> SystemSpec:
 
 
 def apply_stack_plan(plan: ParallelSpec, stack: StackSpec) -> ParallelSpec:
-    """``plan`` with the stack's training-loop settings (gradient accumulation)."""
-    if stack.grad_accumulation_fusion is None:
-        return plan
-    return replace(plan, grad_accumulation_fusion=stack.grad_accumulation_fusion)
+    """``plan`` with the stack's training-loop settings (gradient accumulation and reduction)."""
+    if stack.grad_accumulation_fusion is not None:
+        plan = replace(plan, grad_accumulation_fusion=stack.grad_accumulation_fusion)
+    if stack.bf16_optimizer is not None:
+        plan = replace(plan, bf16_optimizer=stack.bf16_optimizer)
+    return plan

@@ -22,7 +22,12 @@ at the start of the iteration, the steady state); ZeRO-3 all-gathers each layer'
 before its forward and its backward in every micro-batch (one layer ahead when overlapped).
 Without ``grad_accumulation_fusion`` (the DeepSpeed pipeline engine) each layer's backward is
 followed by a memory-bound add of its 16-bit weight gradient into the gradient buffer, every
-micro-batch, and the reduction reads the buffer's dtype (:func:`grad_buffer_bytes`).
+micro-batch, and the reduction reads the buffer's dtype (:func:`grad_buffer_bytes`). With
+DeepSpeed's ``BF16_Optimizer`` (``parallel.bf16_optimizer``, :func:`bf16_optimizer_path`) the add
+goes through an fp32 temporary and the fp32 gradients are all-reduced in 16 bits, followed by the
+optimizer shard's parameter all-gather (DeepSpeed 0.6.5 ``runtime/bf16_optimizer.py``:
+``update_hp_grads``, ``step``; ``runtime/pipe/engine.py``: ``_exec_backward_pass``,
+``_bf16_reduce_grads``; ``runtime/engine.py``: ``communication_data_type``, ``allreduce_bucket``).
 """
 
 from __future__ import annotations
@@ -49,13 +54,27 @@ from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
 from simcore.workloads.transformer.layers import LayerOps, Step, build_layer_ops
 from simcore.workloads.transformer.spec import ModelSpec
 
-__all__ = ["TP_OVERLAP_CHUNKS", "RunEmitter", "TransformerWorkload", "build_transformer",
-           "build_transformer_nodes"]
+__all__ = ["TP_OVERLAP_CHUNKS", "RunEmitter", "TransformerWorkload", "bf16_optimizer_path",
+           "build_transformer", "build_transformer_nodes", "grad_accumulation_bytes",
+           "grad_buffer_bytes", "grad_reduce_bytes"]
 
 _DP, _PP = int(CommKind.DP), int(CommKind.PP)
 _GRAD_BYTES = 2.0  # gradients reduced in 16-bit (Megatron default, grad_reduce_in_fp32 off)
 _LOW_GRAD_BYTES = 2.0  # the weight-gradient GEMM writes a 16-bit gradient
 _PARAM_BYTES = 2.0
+_FP32 = 4.0
+#: HBM bytes per parameter per iteration of the BF16_Optimizer's reduction casts: fp32 -> 16-bit
+#: before the all-reduce (read 4, write 2) and back (read 2, write 4)
+_REDUCE_CAST_BYTES = 12.0
+
+
+def bf16_optimizer_path(par: ParallelSpec) -> bool:
+    """DeepSpeed's BF16_Optimizer gradient path applies: the stack asks for it, the accumulation
+    is unfused, the run is not fp16 (fp16 runs take DeepSpeed's fp16 / ZeRO optimizers) and
+    ZeRO is at most stage 1 (DeepSpeed builds the BF16_Optimizer for bf16 without ZeRO, where it
+    shards the optimizer states itself; ZeRO-2/3 bring their own optimizers)."""
+    return (par.bf16_optimizer and not par.grad_accumulation_fusion
+            and par.precision != "fp16" and par.zero_stage <= 1)
 
 
 def grad_buffer_bytes(par: ParallelSpec) -> float:
@@ -73,7 +92,19 @@ def grad_accumulation_bytes(par: ParallelSpec) -> float:
     16-bit gradient, read and write the buffer); 0 when fused into the weight-gradient GEMM."""
     if par.grad_accumulation_fusion:
         return 0.0
+    if bf16_optimizer_path(par):
+        # hp_grad.add_(lp.grad.to(fp32)): the cast reads 2 and writes a 4-byte temporary, the
+        # add reads the buffer and the temporary and writes the buffer (DeepSpeed 0.6.5
+        # BF16_Optimizer.update_hp_grads, called after every micro-batch's backward)
+        return _LOW_GRAD_BYTES + _FP32 + 3.0 * _FP32
     return _LOW_GRAD_BYTES + 2.0 * grad_buffer_bytes(par)
+
+
+def grad_reduce_bytes(par: ParallelSpec) -> float:
+    """Bytes per gradient element the data-parallel reduction moves: the buffer's dtype, or the
+    16-bit communication dtype DeepSpeed casts the fp32 gradients to before its all-reduce
+    (``communication_data_type`` defaults to the run's 16-bit type; ``allreduce_bucket``)."""
+    return _GRAD_BYTES if bf16_optimizer_path(par) else grad_buffer_bytes(par)
 
 
 _OPTIMIZER_BYTES_PER_PARAM = 28.0  # Adam: read/write fp32 master, m, v; read grad; write weight
@@ -124,9 +155,11 @@ class _Generator:
         dense = (m.attention_params + (0 if m.is_moe else m.expert_params)) / p.tp
         expert = (m.num_experts // p.ep) * m.expert_params / p.tp if m.is_moe else 0.0
         zero = p.zero_stage
-        rtype = CommType.ALL_REDUCE if zero == 0 else CommType.REDUCE_SCATTER
+        self.bf16_opt = bf16_optimizer_path(p)
+        # BF16_Optimizer: a full all-reduce, its own optimizer-state shards (gather after step)
+        rtype = CommType.ALL_REDUCE if zero == 0 or self.bf16_opt else CommType.REDUCE_SCATTER
 
-        grad_bytes = grad_buffer_bytes(p)
+        grad_bytes = grad_reduce_bytes(p)
 
         def coll(name: str, ct: CommType, params: float, span: GroupSpan,
                  nbytes: float = grad_bytes) -> int:
@@ -140,19 +173,24 @@ class _Generator:
             self.grad_tmpl.append(coll("edp_grad_reduce", rtype, expert, sp["edp"]))
             self.gather_tmpl.append(coll("edp_param_gather", CommType.ALL_GATHER, expert,
                                          sp["edp"], _PARAM_BYTES))
-        shard = p.dp_size * p.cp if zero >= 1 else 1
+        shard = p.dp_size * p.cp if zero >= 1 or self.bf16_opt else 1
         self.layer_params = dense + expert
         emb = m.vocab_size * m.hidden_size / p.tp
         self.emb_grad = coll("dp_embedding_grad_reduce", rtype, emb, sp["dp"])
         self.emb_params = emb
         pair = 1 if sp["pp"].cross_node else 2
-        k = ops.kernel("coll", int(CommType.ALL_REDUCE), emb * grad_bytes, 2, pair)
+        # DeepSpeed all-reduces the tied weight's fp32 gradient itself (_exec_reduce_tied_grads:
+        # weight._hp_grad with bf16), without the communication-dtype cast
+        k = ops.kernel("coll", int(CommType.ALL_REDUCE), emb * grad_buffer_bytes(p), 2, pair)
         self.emb_tied = ops.template("embedding_tied_allreduce", [(k, 1.0)], _DP)
         self.first_stage_end: int | None = None
 
         def opt(stage_params: float) -> int:
             k = ops.kernel("mem", stage_params / shard * _OPTIMIZER_BYTES_PER_PARAM)
-            return ops.template("optimizer_step", [(k, 1.0)])
+            kernels = [(k, 1.0)]
+            if self.bf16_opt:
+                kernels.append((ops.kernel("mem", stage_params * _REDUCE_CAST_BYTES), 1.0))
+            return ops.template("optimizer_step", kernels)
 
         self.opt_tmpl = opt
         act = p.micro_batch * m.seq_len // p.cp * m.hidden_size * 2.0
@@ -171,7 +209,8 @@ class _Generator:
         dp_stream = Stream(StreamKind.DP, s)
         zero, overlap = p.zero_stage, p.dp_overlap
         self.gathers: dict[tuple[int, int], int] = {}
-        if zero in (1, 2) and overlap:  # steady state: last step's gathers overlap this forward
+        # steady state: last step's gathers overlap this forward
+        if (zero in (1, 2) or self.bf16_opt) and overlap:
             for c in range(p.vp):
                 for j in range(self.chunk_layers[c * p.pp + s]):
                     self.gathers[(c, j)] = self._dp_nodes(e, dp_stream, self.gather_tmpl, [])
@@ -190,7 +229,7 @@ class _Generator:
         stage_params = self.layer_params * n_layers
         stage_params += self.emb_params if s in (0, p.pp - 1) else 0.0
         opt = e.comp(self.opt_tmpl(stage_params), grads)
-        if zero in (1, 2) and not overlap:
+        if (zero in (1, 2) or self.bf16_opt) and not overlap:
             for _ in range(n_layers):
                 self._dp_nodes(e, dp_stream, self.gather_tmpl, [opt])
         return peak
