@@ -237,7 +237,7 @@ class StageBreakdown:
 
 
 _DISTINCT_MIN_B = 32  # batches from this size find the distinct segment rows (once per structure)
-_TILE_BYTES = 8 * 2**20  # working set per batch tile (reused buffers; best of 2-64 MiB on GPT-3)
+_TILE_BYTES = 4 * 2**20  # working set per batch tile (reused buffers; best of 2-64 MiB on GPT-3)
 
 
 def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
