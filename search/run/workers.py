@@ -43,10 +43,10 @@ class _Worker:
         return self.node_id, self.pid
 
     def evaluate(self, batch: SpecBatch, attempt: int) -> BatchOutput:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         cols = evaluate_batch(batch)
         return BatchOutput(batch.batch_id, batch.point_ids, cols, self.node_id, self.pid,
-                           time.perf_counter() - t0, attempt)
+                           time.perf_counter() - t0, attempt, time.process_time() - c0)
 
 
 def init_ray(address: str | None, num_cpus: int | None, temp_dir: str | None,
