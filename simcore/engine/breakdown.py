@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["exposed_by_kind", "union_measure"]
+__all__ = ["exposed_by_kind", "exposed_stacked", "union_measure"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -194,14 +194,25 @@ def exposed_by_kind(
     starts = np.vstack([comm[k][0] for k in present])
     ends = np.vstack([comm[k][1] for k in present])
     label = np.repeat(np.arange(len(present)), [comm[k][0].shape[0] for k in present])
+    return exposed_stacked(comp_start, comp_end, starts, ends, label, present)
+
+
+def exposed_stacked(comp_start: FloatArray, comp_end: FloatArray, starts: FloatArray,
+                    ends: FloatArray, label: IntArray, names: list[str]
+                    ) -> tuple[dict[str, FloatArray], FloatArray]:
+    """:func:`exposed_by_kind` with the communication intervals already stacked: ``starts`` /
+    ``ends`` (n >= 1, B), row ``i`` of kind ``names[label[i]]`` (every name present)."""
     s, e, kinds = _sorted_by_start(starts, ends, label)
+    n, b = s.shape
+    t = np.empty((2 * n, b))  # the pieces' (lo, hi), queried on the cover at once
+    lo, hi = t[:n], t[n:]
     run = np.maximum.accumulate(e, axis=0)
-    lo = np.maximum(s, np.concatenate([s[:1], run[:-1]], axis=0))
-    hi = np.maximum(lo, e)
-    g = _Cover(comp_start, comp_end).covered(np.vstack([lo, hi]))
-    n = lo.shape[0]
+    lo[0] = s[0]
+    np.maximum(s[1:], run[:-1], out=lo[1:])
+    np.maximum(lo, e, out=hi)
+    g = _Cover(comp_start, comp_end).covered(t)
     outside = (hi - lo) - (g[n:] - g[:n])
     if kinds.ndim == 1:
         kinds = kinds[:, None]
-    out = {k: np.where(kinds == i, outside, 0.0).sum(axis=0) for i, k in enumerate(present)}
+    out = {k: np.where(kinds == i, outside, 0.0).sum(axis=0) for i, k in enumerate(names)}
     return out, np.asarray((hi - lo).sum(axis=0))

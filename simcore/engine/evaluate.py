@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sps
 from numpy.typing import NDArray
 
-from simcore.engine.breakdown import exposed_by_kind
+from simcore.engine.breakdown import exposed_stacked
 from simcore.engine.result import COMM_KINDS
 from simcore.engine.schedule import (
     LevelTimes,
@@ -351,10 +351,13 @@ def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes | Table
         if cols.size < b:
             start, dur = start[:, cols], dur[:, cols]
         finish = start + dur
-        bounds = np.cumsum([0] + [p.size for p in parts])
-        comm = {k: (start[bounds[i + 1]:bounds[i + 2]], finish[bounds[i + 1]:bounds[i + 2]])
-                for i, k in enumerate(cw.comm_chains[s])}
-        off, _ = exposed_by_kind(start[:cc.size], finish[:cc.size], comm)
+        names = list(cw.comm_chains[s])
+        if names:  # the stage's communication rows, stacked by kind, follow its compute rows
+            label = np.repeat(np.arange(len(names)), [p.size for p in parts[1:]])
+            off, _ = exposed_stacked(start[:cc.size], finish[:cc.size], start[cc.size:],
+                                     finish[cc.size:], label, names)
+        else:
+            off = {}
         for k, v in off.items():
             exposed[k][cols] += v
     exposed_total = np.zeros(b)

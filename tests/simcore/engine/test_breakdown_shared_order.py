@@ -154,12 +154,13 @@ def test_batch_breakdown_equals_the_previous_path(plan: ParallelSpec,
     slow = np.linspace(0.0, 0.3, 48)
     new = evaluate_times(cw, tdur, slow)
 
-    def previous(comp_s: np.ndarray, comp_e: np.ndarray,
-                 comm: dict[str, tuple[np.ndarray, np.ndarray]]
+    def previous(comp_s: np.ndarray, comp_e: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                 label: np.ndarray, names: list[str]
                  ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        comm = {k: (starts[label == i], ends[label == i]) for i, k in enumerate(names)}
         return _previous(comp_s, comp_e, comm), np.zeros(comp_s.shape[1])
 
-    monkeypatch.setattr(evaluate, "exposed_by_kind", previous)
+    monkeypatch.setattr(evaluate, "exposed_stacked", previous)
     old = evaluate_times(cw, tdur, slow)
     for k, v in old.exposed_by_kind.items():
         np.testing.assert_array_equal(new.exposed_by_kind[k], v)
