@@ -449,10 +449,14 @@ def _level_program(steps: tuple[Step, ...], c: int, below: int, seg_row: IntArra
 
 def _run_program(joint: FloatArray, prog: list[tuple[Any, ...]]) -> None:
     """The level loop: each level's chain starts = max over its predecessors of (their
-    chain's start + their segment end), written in place into ``joint``."""
+    chain's start + their segment end), written in place into ``joint``.
+
+    The gathers use ``mode="clip"``: the rows are in range by construction, and numpy
+    buffers the output of a ``take`` into ``out`` in its default ``raise`` mode (an extra
+    copy that took ~40% of the loop)."""
     take, add, maximum, reduceat = joint.take, np.add, np.maximum, np.maximum.reduceat
     for k, both, rows, ta, tb, tab, blocks, seg in prog:
-        take(both, 0, tab)
+        take(both, 0, tab, "clip")
         if k == 1:
             add(ta, tb, rows)
         elif k > 1:
