@@ -23,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from search.run.batch import BatchOutput, Columns, Runner, SpecBatch, evaluate_batch
@@ -41,6 +42,11 @@ class _Worker:
 
     def ping(self) -> tuple[str, int]:
         return self.node_id, self.pid
+
+    def warm(self, batch: SpecBatch) -> None:
+        """Evaluate ``batch`` and drop the result: builds and compiles its structure, which
+        this process then keeps cached for the batches that follow."""
+        evaluate_batch(batch)
 
     def evaluate(self, batch: SpecBatch, attempt: int) -> BatchOutput:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -170,6 +176,16 @@ class WorkerPool:
     def wait_ready(self) -> list[tuple[str, int]]:
         """Block until every actor answers; returns (node_id, pid) per actor."""
         return list(self._ray.get([a.ping.remote() for a in self.actors]))
+
+    def warm(self, batch: SpecBatch) -> None:
+        """Queue the first point of ``batch`` on every actor, so each builds that structure
+        while the caller does other work (an actor runs its calls in order: the batches sent
+        next wait behind it). Errors are left to the real batches (an actor that dies here is
+        replaced when its first batch fails)."""
+        one = replace(batch, point_ids=batch.point_ids[:1], base_index=batch.base_index[:1],
+                      overrides={k: v[:1] for k, v in batch.overrides.items()}, cost=None)
+        for actor in self.actors:
+            actor.warm.remote(one)
 
     def imap_unordered(self, batches: Iterable[SpecBatch]) -> Iterator[BatchOutput]:
         """Evaluate ``batches``; yield each batch's output once, in completion order."""
