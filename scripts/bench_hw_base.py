@@ -3,6 +3,8 @@ baseline of ``bench_sweep.py`` (materialize the batch's specs, evaluate), median
 CPU second over batches, run for this checkout and (``--base DIR``) another in a subprocess, alternated.
 
 Usage: ``python scripts/bench_hw_base.py [--base /tmp/sw-base] [--batches 5] [--rounds 2]``.
+BLAS runs one thread per process (``OMP_NUM_THREADS=1`` unless set, also for the base's
+subprocess), as in the Ray workers.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before numpy: one BLAS thread, as in Ray workers
 import statistics
 import subprocess
 import sys
@@ -30,7 +34,7 @@ def worker(batches: int, batch_size: int) -> float:
 
     with tempfile.TemporaryDirectory() as tmp:
         plan, _ = _plan(CASES["gpt3"][1], [f"sweep.output_dir={tmp}/probe"])
-        it = iter_batches(plan, batch_size, np.zeros(0, dtype=np.int64))
+        it = iter_batches(plan, batch_size, np.zeros(0, dtype=np.int64))  # type: ignore[arg-type]
         evaluate_batch(next(it))
         rates = []
         for _, batch in zip(range(batches), it, strict=False):

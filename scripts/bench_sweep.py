@@ -15,8 +15,13 @@ Reports, in one table:
 - ``run_sweep`` end to end with 1 and 2 Ray workers (local Ray, 2 CPUs, MLflow SQLite store,
   parquet table, summary, plots, best child runs): points/s end to end (planning, Ray actor
   start-up, evaluation, parquet, MLflow), points/s of the evaluation loop alone (first batch
-  submitted to last result received), scaling efficiency (end-to-end rate with 2 workers /
-  (2 x rate with 1)), and the share of wall time spent logging (MLflow calls + parquet writes).
+  submitted to last result received), the workers' own CPU rate (points per CPU second of the
+  worker processes, ``BatchOutput.cpu_s``: what a core costs when other jobs share the machine),
+  scaling efficiency (rate with 2 workers / (2 x rate with 1)) end to end and of the evaluation
+  loop, and the share of wall time spent logging (MLflow calls + parquet writes).
+BLAS runs one thread per process (``OMP_NUM_THREADS=1`` unless set), as Ray sets it for its
+workers: on a 2-core machine OpenBLAS's second thread made the (24 x 23) @ (23 x 2,048)
+template product ~15 ms instead of ~0.1 ms, only in the in-process baseline.
 Usage: ``python scripts/bench_sweep.py [--case gpt3|tiny|all] [--points N] [--batch-size B]``
 (``--points`` draws N random points over the same axes instead of the full grid: a quick run).
 """
@@ -25,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before numpy: one BLAS thread, as in Ray workers
 import shutil
 import statistics
 import tempfile
@@ -34,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from search.config.compose import compose_session
-from search.run.batch import evaluate_batch
+from search.run.batch import BatchOutput, evaluate_batch
 from search.sweep.driver import iter_batches, run_sweep
 from search.sweep.plan import make_plan
 from search.tracking.client import Tracker
@@ -84,23 +91,33 @@ def _case(label: str, axes: list[str], common: list[str], work: Path, args: argp
     print(f"{label}: {n:,} points, planned in {plan_s:.1f} s ({n / plan_s:,.0f} points/s)",
           flush=True)
     base, base_cpu = _baseline(plan, args.batch_size, args.baseline_batches)
-    rows: list[tuple[str, ...]] = [(label, "in-process baseline (no Ray)", "-", "-", f"{base:,.0f}", f"{base:,.0f}",
-             "-", "-"),
-            (label, "in-process baseline, per CPU second", "-", "-", f"{base_cpu:,.0f}",
-             f"{base_cpu:,.0f}", "-", "-")]
+    rows: list[tuple[str, ...]] = [
+        (label, "in-process baseline (no Ray)", "-", "-", f"{base:,.0f}", f"{base:,.0f}", "-",
+         "-", "-"),
+        (label, "in-process baseline, per CPU second", "-", "-", f"{base_cpu:,.0f}",
+         f"{base_cpu:,.0f}", f"{base_cpu:,.0f}", "-", "-")]
     rates: dict[int, float] = {}
+    loops: dict[int, float] = {}
     for workers in (1, 2):
         name = f"{work.name}-{label.split(',')[0].replace(' ', '')}-{workers}"
         plan, plan_s = _plan(axes, [*common, f"ray.num_workers={workers}", f"sweep.name={name}",
                                     f"sweep.output_dir={work / name}"])
-        out = run_sweep(plan, plan.base_cfg)  # type: ignore[attr-defined]
+        cpu = [0.0, 0.0]
+
+        def on_batch(res: BatchOutput, cpu: list[float] = cpu) -> None:
+            cpu[0] += getattr(res, "cpu_s", 0.0)
+            cpu[1] += res.point_ids.shape[0]
+
+        out = run_sweep(plan, plan.base_cfg, on_batch)  # type: ignore[attr-defined, arg-type]
         assert out.computed == n, (out.computed, n)
         total = plan_s + out.wall_s
         rates[workers] = out.computed / total
-        loop = out.computed / out.eval_s
-        eff = f"{rates[2] / (2 * rates[1]):.0%}" if workers == 2 else "-"
+        loops[workers] = loop = out.computed / out.eval_s
+        eff = (f"{rates[2] / (2 * rates[1]):.0%} / {loops[2] / (2 * loops[1]):.0%}"
+               if workers == 2 else "-")
         rows.append((label, f"run_sweep, {workers} worker(s)", f"{total:.1f}",
-                     f"{rates[workers]:,.0f}", f"{loop:,.0f}", f"{loop / workers:,.0f}", eff,
+                     f"{rates[workers]:,.0f}", f"{loop:,.0f}", f"{loop / workers:,.0f}",
+                     f"{cpu[1] / cpu[0]:,.0f}" if cpu[0] > 0 else "-", eff,
                      f"{(out.log_s + out.write_s) / out.wall_s:.1%}"))
     return rows
 
@@ -116,7 +133,7 @@ def main() -> None:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     import ray
 
-    load0 = f"{os.getloadavg()[0]:.1f}"
+    load0 = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     work = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
     mode = ["sweep.mode=random", f"sweep.num_points={args.points}"] if args.points else []
     common = [*mode, f"sweep.batch_size={args.batch_size}", "sweep.progress=false",
@@ -135,12 +152,14 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(ray_tmp, ignore_errors=True)
     head = ("sweep", "configuration", "wall s", "points/s end to end", "points/s eval loop",
-            "per worker", "scaling eff.", "logging share")
+            "per worker", "worker CPU points/s", "scaling eff. end to end / eval loop",
+            "logging share")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    print(f"load average before / after: {load0} / {os.getloadavg()[0]:.1f} (2-core machine)")
+    load1 = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average (1, 5, 15 min) before: {load0}; after: {load1} ({os.cpu_count()} CPUs)")
     print("target: >= 20,000 points/s per worker on hardware-only axes, >= 90% scaling at 2")
 
 

@@ -93,6 +93,8 @@ class BatchOutput:
         node_id, pid: where it ran.
         elapsed_s: evaluation wall time inside the worker.
         attempt: 0 for the first try, n for the n-th retry.
+        cpu_s: evaluation CPU time of the worker process (``time.process_time``): what the
+            batch cost a core, whatever else shares the machine.
     """
 
     batch_id: int
@@ -102,6 +104,7 @@ class BatchOutput:
     pid: int
     elapsed_s: float
     attempt: int = 0
+    cpu_s: float = 0.0
 
 
 def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:

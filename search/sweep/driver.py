@@ -11,11 +11,13 @@ Resume (``sweep.resume=true``, same ``sweep.output_dir``): the folder's ``sweep.
 the same sweep hash; points already on disk are not recomputed and MLflow runs are found by their
 tags, so none is duplicated. An unreachable tracking server only defers logging to
 ``simsweep sync``. The tracking session (MLflow's import, store and parent run) opens on a
-thread while the Ray pool starts; the first finished batch waits for it.
+thread while the Ray pool starts and every worker builds the first batch's structure on one of
+its points (:meth:`~search.run.workers.WorkerPool.warm`); the first finished batch waits for it.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -100,11 +102,15 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: Results
 
     with ray_pool(cfg.ray) as pool:
         try:
+            batches = iter_batches(plan, int(cfg.sweep.batch_size), done, cost_spec(cfg))
+            first = next(batches, None)
+            if first is not None:  # every worker builds the first structure meanwhile
+                pool.warm(first)
+                batches = itertools.chain([first], batches)
             pool.wait_ready()
             track = tracking.result()  # opened while Ray started
             t_eval = time.perf_counter()
             bar = _progress(cfg, plan.num_points - outcome.skipped)
-            batches = iter_batches(plan, int(cfg.sweep.batch_size), done, cost_spec(cfg))
             params = plan.param_columns
             for res in pool.imap_unordered(batches):
                 axes = {k: v[res.point_ids] for k, v in params.items()}

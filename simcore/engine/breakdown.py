@@ -17,8 +17,8 @@ Interval unions are measured per design point with a sort and a running maximum,
 over the batch axis. The design points of a batch are hardware variants of one structure,
 which mostly issue their intervals in the same order: one column's sort order and one
 column's positions of the pieces among the compute intervals are checked on every column
-(exact comparisons) and only the columns / entries where they do not hold are sorted or
-searched on their own.
+(exact comparisons) and only the columns / entries where they do not hold are sorted (over
+the window of rows out of order) or searched on their own.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["exposed_by_kind", "union_measure"]
+__all__ = ["exposed_by_kind", "exposed_stacked", "union_measure"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -60,39 +60,49 @@ def _sorted_by_start(starts: FloatArray, ends: FloatArray, label: IntArray
 
     The first column's order is kept for every column where it is *the* stable order
     (each next start greater, or equal with a later row). The other columns, nearly sorted
-    in that order (a few swapped neighbours), are sorted from it (timsort, ~linear on such
-    input); a column whose equal starts then sit out of row order (rare) is sorted from
-    scratch. Every column gets exactly its ``argsort(kind="stable")`` order.
+    in that order (a few swapped neighbours), are re-sorted only over the window of rows
+    where some neighbour pair is out of order; each re-sorted column is checked exactly
+    over the window and its two boundary pairs (every other pair is unchanged), and a
+    column that fails (equal starts out of row order, an entry that must leave the window)
+    is sorted from scratch. Every column gets exactly its ``argsort(kind="stable")`` order.
     """
     ref = np.argsort(starts[:, 0], kind="stable")
     s = starts.take(ref, axis=0)
     e = ends.take(ref, axis=0)
     if s.shape[0] < 2:
         return s, e, label[ref]
-    bad = np.flatnonzero(~_is_stable_order(s, ref[:, None]))
+    ahead = _stable_pairs(s, ref[:, None])
+    bad = np.flatnonzero(~ahead.all(axis=0))
     if bad.size == 0:
         return s, e, label[ref]
-    cols = starts[:, bad]
-    order = ref[np.argsort(s[:, bad], axis=0, kind="stable")]
-    sorted_cols = np.take_along_axis(cols, order, axis=0)
-    ties = np.flatnonzero(~_is_stable_order(sorted_cols, order))
-    if ties.size:
-        order[:, ties] = np.argsort(cols[:, ties], axis=0, kind="stable")
-        sorted_cols[:, ties] = np.take_along_axis(cols[:, ties], order[:, ties], axis=0)
-    s[:, bad] = sorted_cols
-    e[:, bad] = np.take_along_axis(ends[:, bad], order, axis=0)
+    pairs = np.flatnonzero(~ahead[:, bad].all(axis=1))  # pair i: rows (i, i + 1)
+    a, z = int(pairs[0]), int(pairs[-1]) + 2  # the window of rows a:z
+    ws = s[a:z, bad]
+    wo = np.argsort(ws, axis=0, kind="stable")
+    order = ref[a:z][wo]  # source row of each window entry
+    s[a:z, bad] = np.take_along_axis(ws, wo, axis=0)
+    e[a:z, bad] = np.take_along_axis(e[a:z, bad], wo, axis=0)
     kinds = np.repeat(label[ref][:, None], s.shape[1], axis=1)
-    kinds[:, bad] = label[order]
+    kinds[a:z, bad] = label[order]
+    lo, hi = max(a - 1, 0), min(z + 1, s.shape[0])  # the window and its boundary pairs
+    rows = np.repeat(ref[:, None], bad.size, axis=1)[lo:hi]
+    rows[a - lo:z - lo] = order
+    fail = bad[~_stable_pairs(s[lo:hi, bad], rows).all(axis=0)]
+    if fail.size:  # from scratch
+        own = np.argsort(starts[:, fail], axis=0, kind="stable")
+        s[:, fail] = np.take_along_axis(starts[:, fail], own, axis=0)
+        e[:, fail] = np.take_along_axis(ends[:, fail], own, axis=0)
+        kinds[:, fail] = label[own]
     return s, e, kinds
 
 
-def _is_stable_order(s: FloatArray, rows: IntArray) -> NDArray[np.bool_]:
-    """(B,) whether ``s`` (n, B), the starts of rows ``rows`` ((n, 1) or (n, B)) in that
-    order, is the stable sort of its column: each next start greater, or equal with a later
-    row."""
+def _stable_pairs(s: FloatArray, rows: IntArray) -> NDArray[np.bool_]:
+    """(n - 1, B) whether each neighbour pair of ``s`` (n, B), the starts of rows ``rows``
+    ((n, 1) or (n, B)) in that order, is in stable-sort order: the next start greater, or
+    equal with a later row."""
     ahead = s[1:] > s[:-1]
     ahead |= (s[1:] == s[:-1]) & (rows[1:] > rows[:-1])
-    return np.asarray(ahead.all(axis=0))
+    return ahead
 
 
 class _Cover:
@@ -184,14 +194,25 @@ def exposed_by_kind(
     starts = np.vstack([comm[k][0] for k in present])
     ends = np.vstack([comm[k][1] for k in present])
     label = np.repeat(np.arange(len(present)), [comm[k][0].shape[0] for k in present])
+    return exposed_stacked(comp_start, comp_end, starts, ends, label, present)
+
+
+def exposed_stacked(comp_start: FloatArray, comp_end: FloatArray, starts: FloatArray,
+                    ends: FloatArray, label: IntArray, names: list[str]
+                    ) -> tuple[dict[str, FloatArray], FloatArray]:
+    """:func:`exposed_by_kind` with the communication intervals already stacked: ``starts`` /
+    ``ends`` (n >= 1, B), row ``i`` of kind ``names[label[i]]`` (every name present)."""
     s, e, kinds = _sorted_by_start(starts, ends, label)
+    n, b = s.shape
+    t = np.empty((2 * n, b))  # the pieces' (lo, hi), queried on the cover at once
+    lo, hi = t[:n], t[n:]
     run = np.maximum.accumulate(e, axis=0)
-    lo = np.maximum(s, np.concatenate([s[:1], run[:-1]], axis=0))
-    hi = np.maximum(lo, e)
-    g = _Cover(comp_start, comp_end).covered(np.vstack([lo, hi]))
-    n = lo.shape[0]
+    lo[0] = s[0]
+    np.maximum(s[1:], run[:-1], out=lo[1:])
+    np.maximum(lo, e, out=hi)
+    g = _Cover(comp_start, comp_end).covered(t)
     outside = (hi - lo) - (g[n:] - g[:n])
     if kinds.ndim == 1:
         kinds = kinds[:, None]
-    out = {k: np.where(kinds == i, outside, 0.0).sum(axis=0) for i, k in enumerate(present)}
+    out = {k: np.where(kinds == i, outside, 0.0).sum(axis=0) for i, k in enumerate(names)}
     return out, np.asarray((hi - lo).sum(axis=0))

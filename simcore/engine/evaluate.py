@@ -19,16 +19,17 @@ import numpy as np
 import scipy.sparse as sps
 from numpy.typing import NDArray
 
-from simcore.engine.breakdown import exposed_by_kind
+from simcore.engine.breakdown import exposed_stacked
 from simcore.engine.result import COMM_KINDS
 from simcore.engine.schedule import (
     LevelTimes,
     NodeLevel,
     SchedulePlan,
+    SegmentTable,
+    TableTimes,
     compile_plan,
     plan_from_chains,
     run_chains_by_level,
-    segment_buffer,
 )
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
 from simcore.ir.graph import Graph
@@ -81,6 +82,12 @@ class CompiledWorkload:
         rows, inverse = np.unique(dense, axis=0, return_inverse=True)
         return (sps.csr_matrix(rows[:, 1:]), rows[:, 0].astype(np.int64),
                 inverse.reshape(-1).astype(np.int64))
+
+    @cached_property
+    def segment_table(self) -> SegmentTable:
+        """The plan's segment ends over the :attr:`distinct_segments` rows (no (S, B) array)."""
+        rows, _, row_of = self.distinct_segments
+        return SegmentTable.build(self.plan, row_of, rows.shape[0])
 
 
 def compile_workload(workload: Workload) -> CompiledWorkload:
@@ -230,7 +237,7 @@ class StageBreakdown:
 
 
 _DISTINCT_MIN_B = 32  # batches from this size find the distinct segment rows (once per structure)
-_TILE_BYTES = 4 * 2**20  # working set per batch tile (reused buffers; best of 2-32 MiB on GPT-3)
+_TILE_BYTES = 4 * 2**20  # working set per batch tile (reused buffers; best of 2-64 MiB on GPT-3)
 
 
 def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
@@ -304,22 +311,25 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
                    ) -> StageBreakdown:
     is_comp = cw.template_kind == COMPUTE
     busy, scale = compute_scale(cw, tdur, slowdown)
+    times: LevelTimes | TableTimes
     if tdur.shape[1] >= _DISTINCT_MIN_B:  # the same sums, once per distinct segment row
-        rows, row_stage, row_of = cw.distinct_segments
+        rows, row_stage, _ = cw.distinct_segments
         seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
-        seg_dur = (seg_comp * scale[row_stage] + seg_other).take(
-            row_of, axis=0, out=segment_buffer(cw.plan, tdur.shape[1]))
+        table = cw.segment_table
+        b = tdur.shape[1]
+        np.add(seg_comp * scale[row_stage], seg_other, out=table.rows_buffer(b))
+        times = table.run(b)
     else:
         seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
         seg_dur = seg_comp * scale[cw.seg_stage] + seg_other
-    times = run_chains_by_level(cw.plan, seg_dur, overwrite=True)  # seg_dur is ours
+        times = run_chains_by_level(cw.plan, seg_dur, overwrite=True)  # seg_dur is ours
     return _breakdown(cw, tdur, times, busy * scale)
 
 
-def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes, busy: FloatArray
-               ) -> StageBreakdown:
+def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes | TableTimes,
+               busy: FloatArray) -> StageBreakdown:
     """Breakdown on the stage with the most compute (ties: the first), per design point."""
     total = times.makespan(cw.plan)
     b = total.shape[0]
@@ -337,14 +347,17 @@ def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes, busy: 
         parts = [cc, *cw.comm_chains[s].values()]
         rows = np.concatenate(parts)
         start = times.start_rows(rows)
-        dur = times.chain_dur.take(rows, axis=0)
+        dur = times.dur_rows(rows)
         if cols.size < b:
             start, dur = start[:, cols], dur[:, cols]
         finish = start + dur
-        bounds = np.cumsum([0] + [p.size for p in parts])
-        comm = {k: (start[bounds[i + 1]:bounds[i + 2]], finish[bounds[i + 1]:bounds[i + 2]])
-                for i, k in enumerate(cw.comm_chains[s])}
-        off, _ = exposed_by_kind(start[:cc.size], finish[:cc.size], comm)
+        names = list(cw.comm_chains[s])
+        if names:  # the stage's communication rows, stacked by kind, follow its compute rows
+            label = np.repeat(np.arange(len(names)), [p.size for p in parts[1:]])
+            off, _ = exposed_stacked(start[:cc.size], finish[:cc.size], start[cc.size:],
+                                     finish[cc.size:], label, names)
+        else:
+            off = {}
         for k, v in off.items():
             exposed[k][cols] += v
     exposed_total = np.zeros(b)

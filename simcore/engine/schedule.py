@@ -40,8 +40,8 @@ from simcore.errors import InputError
 from simcore.ir.dag import depths, find_cycle, levelize
 from simcore.ir.graph import Graph
 
-__all__ = ["ChainTimes", "LevelTimes", "NodeLevel", "SchedulePlan", "ScheduleResult", "compile_plan",
-           "plan_from_chains", "run_chains", "run_schedule"]
+__all__ = ["ChainTimes", "LevelTimes", "NodeLevel", "SchedulePlan", "ScheduleResult", "SegmentTable",
+           "TableTimes", "compile_plan", "plan_from_chains", "run_chains", "run_schedule"]
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -131,26 +131,7 @@ class SchedulePlan:
         key = (threading.get_ident(), b)
         work = self._work.get(key)
         if work is None:
-            c = self.num_chains
-            live = [st for st in self.steps if st.k >= 0]
-            sizes = [st.pred_segs.size for st in live]
-            e = max([*sizes, 1])
-            joint = np.zeros((c + self.num_segments, b))
-            gather = np.empty((2 * e, b))
-            prog: list[tuple[Any, ...]] = []
-            # every level's gather rows [its pred chains, c + its pred segments], built at once
-            both_all = np.concatenate([x for st in live for x in (st.pred_chains, st.pred_segs)]
-                                      or [np.zeros(0, dtype=np.int64)])
-            both_all += np.repeat(np.tile(np.array([0, c], dtype=np.int64), len(live)),
-                                  np.repeat(np.asarray(sizes, dtype=np.int64), 2))
-            o = 0
-            for st, n in zip(live, sizes, strict=True):
-                m, k = st.hi - st.lo, st.k
-                blocks = [gather[j * m:(j + 1) * m] for j in range(max(k, 1))]
-                prog.append((k, both_all[o:o + 2 * n], joint[st.lo:st.hi], gather[:n],
-                             gather[n:2 * n], gather[:2 * n], blocks, st.seg))
-                o += 2 * n
-            work = (joint, prog)
+            work = _level_program(self.steps, self.num_chains, self.num_segments, None, b)
             if len(self._work) >= 8:
                 self._work.clear()
             self._work[key] = work
@@ -437,6 +418,57 @@ def _raise_cycle(graph: Graph, ptr: IntArray, idx: IntArray) -> None:
     raise InputError("graph", f"cycle {ids}", "dependencies and stream order must be acyclic")
 
 
+def _level_program(steps: tuple[Step, ...], c: int, below: int, seg_row: IntArray | None,
+                   b: int) -> tuple[FloatArray, list[tuple[Any, ...]]]:
+    """A (C + ``below``, B) buffer (chain starts in level order, then segment-end rows; root
+    rows stay 0) and the per-level operations of :func:`_run_program` on views of it and of a
+    (2E, B) gather buffer: a level gathers its predecessors' starts and segment ends with one
+    ``take`` from the joint buffer. Segment ``s``'s end is row ``c + seg_row[s]`` (``c + s``
+    with ``seg_row`` None)."""
+    live = [st for st in steps if st.k >= 0]
+    sizes = [st.pred_segs.size for st in live]
+    e = max([*sizes, 1])
+    joint = np.zeros((c + below, b))
+    gather = np.empty((2 * e, b))
+    prog: list[tuple[Any, ...]] = []
+    # every level's gather rows [its pred chains, c + its pred segments' rows], built at once
+    both_all = np.concatenate([x for st in live for x in (
+        st.pred_chains, st.pred_segs if seg_row is None else seg_row[st.pred_segs])]
+        or [np.zeros(0, dtype=np.int64)])
+    both_all += np.repeat(np.tile(np.array([0, c], dtype=np.int64), len(live)),
+                          np.repeat(np.asarray(sizes, dtype=np.int64), 2))
+    o = 0
+    for st, n in zip(live, sizes, strict=True):
+        m, k = st.hi - st.lo, st.k
+        blocks = [gather[j * m:(j + 1) * m] for j in range(max(k, 1))]
+        prog.append((k, both_all[o:o + 2 * n], joint[st.lo:st.hi], gather[:n],
+                     gather[n:2 * n], gather[:2 * n], blocks, st.seg))
+        o += 2 * n
+    return joint, prog
+
+
+def _run_program(joint: FloatArray, prog: list[tuple[Any, ...]]) -> None:
+    """The level loop: each level's chain starts = max over its predecessors of (their
+    chain's start + their segment end), written in place into ``joint``.
+
+    The gathers use ``mode="clip"``: the rows are in range by construction, and numpy
+    buffers the output of a ``take`` into ``out`` in its default ``raise`` mode (an extra
+    copy that took ~40% of the loop)."""
+    take, add, maximum, reduceat = joint.take, np.add, np.maximum, np.maximum.reduceat
+    for k, both, rows, ta, tb, tab, blocks, seg in prog:
+        take(both, 0, tab, "clip")
+        if k == 1:
+            add(ta, tb, rows)
+        elif k > 1:
+            add(ta, tb, ta)
+            maximum(blocks[0], blocks[1], out=rows)
+            for blk in blocks[2:]:
+                maximum(rows, blk, out=rows)
+        else:
+            add(ta, tb, ta)
+            reduceat(ta, seg, 0, None, rows)
+
+
 def _segmented_cumsum(values: FloatArray, group_ptr: IntArray) -> FloatArray:
     """Cumulative sums along axis 0 restarting at every ``group_ptr`` boundary."""
     cs = np.cumsum(values, axis=0)
@@ -485,16 +517,122 @@ class LevelTimes:
         """(len(rows), B) start time of the chains ``rows`` (a fresh array)."""
         return np.asarray(self.start_by_level.take(self.level_pos.take(rows), axis=0))
 
+    def dur_rows(self, rows: IntArray) -> FloatArray:
+        """(len(rows), B) duration of the chains ``rows`` (a fresh array)."""
+        return np.asarray(self.chain_dur.take(rows, axis=0))
+
     def makespan(self, plan: SchedulePlan) -> FloatArray:
         """(B,) finish time of the last chain, read from the plan's :attr:`end_chains`."""
-        ends = plan.end_chains
-        if ends.size == 0:
-            ends = np.arange(plan.num_chains)
-        if ends.size == 0:
-            return np.zeros(self.chain_dur.shape[1])
-        finish = self.start_rows(ends)
-        finish += self.chain_dur.take(ends, axis=0)
-        return np.asarray(finish.max(axis=0))
+        return _makespan(self, plan, self.start_by_level.shape[1])
+
+
+@dataclass(frozen=True, eq=False)
+class TableTimes:
+    """:class:`LevelTimes` of :meth:`SegmentTable.run`: starts in level order, and chain
+    durations read from the segment-end table (no (C, B) or (S, B) array is built).
+
+    Both arrays are views of the table's reused workspace, valid until the next run of the
+    same table with the same batch width on the same thread: read what you need first.
+    """
+
+    start_by_level: FloatArray
+    level_pos: IntArray
+    ends: FloatArray  # (R + M, B) segment-end table
+    chain_row: IntArray  # (C,) row of ``ends`` holding each chain's duration
+
+    def start_rows(self, rows: IntArray) -> FloatArray:
+        """(len(rows), B) start time of the chains ``rows`` (a fresh array)."""
+        return np.asarray(self.start_by_level.take(self.level_pos.take(rows), axis=0))
+
+    def dur_rows(self, rows: IntArray) -> FloatArray:
+        """(len(rows), B) duration of the chains ``rows`` (a fresh array)."""
+        return np.asarray(self.ends.take(self.chain_row.take(rows), axis=0))
+
+    def makespan(self, plan: SchedulePlan) -> FloatArray:
+        """(B,) finish time of the last chain, read from the plan's :attr:`end_chains`."""
+        return _makespan(self, plan, self.ends.shape[1])
+
+
+def _makespan(times: LevelTimes | TableTimes, plan: SchedulePlan, b: int) -> FloatArray:
+    ends = plan.end_chains
+    if ends.size == 0:
+        ends = np.arange(plan.num_chains)
+    if ends.size == 0:
+        return np.zeros(b)
+    finish = times.start_rows(ends)
+    finish += times.dur_rows(ends)
+    return np.asarray(finish.max(axis=0))
+
+
+@dataclass(frozen=True, eq=False)
+class SegmentTable:
+    """Segment ends of a plan whose segment durations are the rows of a small (R, B) table
+    (``row_of[s]``: the row of segment ``s``; a training iteration repeats a few segment
+    shapes thousands of times).
+
+    A chain of one segment ends its segment at that segment's duration, so only the M
+    segments of multi-segment chains need their own end rows (their running sums,
+    computed exactly as :func:`run_chains_by_level` does); the level loop gathers every
+    other segment end from the R table rows. The schedule is the same floating-point
+    operations on the same values as :func:`run_chains_by_level` on the (S, B) durations
+    ``table[row_of]``, without building that array.
+    """
+
+    plan: SchedulePlan
+    num_rows: int  # R
+    seg_row: IntArray  # (S,) row of each segment's end in the (R + M) end table
+    multi_src: IntArray  # (M,) table row of each segment of a multi-segment chain, in order
+    multi_ptr: IntArray  # (K+1,) boundaries of those K chains among the M segments
+    chain_row: IntArray  # (C,) end-table row of each chain's last segment: its duration
+    _work: dict[tuple[int, int], tuple[FloatArray, list[tuple[Any, ...]]]] = field(
+        default_factory=dict, repr=False)
+
+    @classmethod
+    def build(cls, plan: SchedulePlan, row_of: IntArray, num_rows: int) -> SegmentTable:
+        """The table of ``plan`` for segment ``s`` of duration row ``row_of[s]`` of R."""
+        counts = np.diff(plan.chain_seg_ptr)
+        in_multi = np.repeat(counts > 1, counts)  # segments are ordered by chain
+        multi = np.flatnonzero(in_multi)
+        seg_row = np.asarray(row_of, dtype=np.int64).copy()
+        seg_row[multi] = num_rows + np.arange(multi.size, dtype=np.int64)
+        multi_ptr = np.zeros(int((counts > 1).sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[counts > 1], out=multi_ptr[1:])
+        return cls(plan=plan, num_rows=num_rows, seg_row=seg_row,
+                   multi_src=np.asarray(row_of, dtype=np.int64)[multi], multi_ptr=multi_ptr,
+                   chain_row=seg_row[plan.chain_seg_ptr[1:] - 1])
+
+    def workspace(self, b: int) -> tuple[FloatArray, list[tuple[Any, ...]]]:
+        """Reused (C + R + M, B) buffer (chain starts in level order, the R duration rows, the
+        M running sums) and the level operations on it, per thread and batch width."""
+        key = (threading.get_ident(), b)
+        work = self._work.get(key)
+        if work is None:
+            work = _level_program(self.plan.steps, self.plan.num_chains,
+                                  self.num_rows + self.multi_src.size, self.seg_row, b)
+            if len(self._work) >= 8:
+                self._work.clear()
+            self._work[key] = work
+        return work
+
+    def rows_buffer(self, b: int) -> FloatArray:
+        """The (R, B) rows of the workspace that :meth:`run` reads the durations from: write
+        them here (valid until the next run with the same B on this thread)."""
+        joint, _ = self.workspace(b)
+        c = self.plan.num_chains
+        return joint[c:c + self.num_rows]
+
+    def run(self, b: int) -> TableTimes:
+        """Schedule the batch of width ``b`` whose (R, B) duration rows were written into
+        :meth:`rows_buffer`."""
+        joint, prog = self.workspace(b)
+        c, r = self.plan.num_chains, self.num_rows
+        ends = joint[c:]
+        if self.multi_src.size:
+            ends[r:] = _segmented_cumsum(ends[:r].take(self.multi_src, axis=0), self.multi_ptr)
+        if c:
+            _run_program(joint, prog)
+        return TableTimes(start_by_level=joint[:c], level_pos=self.plan.level_pos, ends=ends,
+                          chain_row=self.chain_row)
 
 
 def segment_buffer(plan: SchedulePlan, b: int) -> FloatArray:
@@ -523,19 +661,7 @@ def run_chains_by_level(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool
     if not (seg_end.ctypes.data == below.ctypes.data and seg_end.shape == below.shape
             and seg_end.strides == below.strides):  # else written in place (segment_buffer)
         below[...] = seg_end
-    take, add, maximum, reduceat = joint.take, np.add, np.maximum, np.maximum.reduceat
-    for k, both, rows, ta, tb, tab, blocks, seg in prog:
-        take(both, 0, tab)
-        if k == 1:
-            add(ta, tb, rows)
-        elif k > 1:
-            add(ta, tb, ta)
-            maximum(blocks[0], blocks[1], out=rows)
-            for blk in blocks[2:]:
-                maximum(rows, blk, out=rows)
-        else:
-            add(ta, tb, ta)
-            reduceat(ta, seg, 0, None, rows)
+    _run_program(joint, prog)
     return LevelTimes(start_by_level=start, level_pos=plan.level_pos, chain_dur=chain_dur,
                       seg_end=seg_end)
 

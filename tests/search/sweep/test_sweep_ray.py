@@ -67,7 +67,10 @@ def test_table_values_equal_a_fresh_single_point_evaluation(ray_local, plan_for,
     from simcore.api import simulate_batch
 
     plan = plan_for(*AXES, "tracking.enabled=false", f"sweep.output_dir={tmp_path}")
-    run_sweep(plan, plan.base_cfg)
+    outs = []
+    run_sweep(plan, plan.base_cfg, on_batch=outs.append)
+    # every batch reports the worker's CPU seconds (bench_sweep's per-worker CPU rate)
+    assert outs and all(0.0 < o.cpu_s < 60.0 for o in outs)
     table = pl.read_parquet(tmp_path / "results.parquet")
     compose = compose_session(CONF)[0]
     for pid in (0, 77, 255):

@@ -154,14 +154,35 @@ def test_batch_breakdown_equals_the_previous_path(plan: ParallelSpec,
     slow = np.linspace(0.0, 0.3, 48)
     new = evaluate_times(cw, tdur, slow)
 
-    def previous(comp_s: np.ndarray, comp_e: np.ndarray,
-                 comm: dict[str, tuple[np.ndarray, np.ndarray]]
+    def previous(comp_s: np.ndarray, comp_e: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                 label: np.ndarray, names: list[str]
                  ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        comm = {k: (starts[label == i], ends[label == i]) for i, k in enumerate(names)}
         return _previous(comp_s, comp_e, comm), np.zeros(comp_s.shape[1])
 
-    monkeypatch.setattr(evaluate, "exposed_by_kind", previous)
+    monkeypatch.setattr(evaluate, "exposed_stacked", previous)
     old = evaluate_times(cw, tdur, slow)
     for k, v in old.exposed_by_kind.items():
         np.testing.assert_array_equal(new.exposed_by_kind[k], v)
     np.testing.assert_array_equal(new.bubble_s, old.bubble_s)
     assert sum(float(v.sum()) for v in new.exposed_by_kind.values()) > 0
+
+
+def test_window_resort_and_its_fallback_give_each_column_its_stable_order() -> None:
+    """Columns off the shared order are re-sorted over the window of out-of-order neighbour
+    pairs; a column whose entry must leave the window, or whose equal starts sit out of row
+    order after it, is sorted from scratch: every column gets its own stable argsort."""
+    n, b = 30, 6
+    starts = np.arange(n, dtype=np.float64)[:, None] * np.ones((1, b))
+    starts[[5, 6], 1] = starts[[6, 5], 1]  # one swapped pair: fixed inside the window
+    starts[20, 2] = -1.0  # must move to the top: outside the window, from scratch
+    starts[7, 3] = starts[8, 3] = 7.5  # a tie: kept in row order
+    starts[[9, 10], 4] = 9.5  # a tie out of the shared order's rows after sorting
+    starts[[10, 9], 4] = [9.25, 9.5]
+    ends = starts + 0.5
+    label = np.arange(n) % 3
+    s, e, kinds = _sorted_by_start(starts, ends, label)
+    order = np.argsort(starts, axis=0, kind="stable")
+    np.testing.assert_array_equal(s, np.take_along_axis(starts, order, axis=0))
+    np.testing.assert_array_equal(e, np.take_along_axis(ends, order, axis=0))
+    np.testing.assert_array_equal(kinds, label[order])
