@@ -389,6 +389,8 @@ class LevelSchedule:
     Attributes:
         on_cycle: called when the DAG turns out to have a cycle (raises the error naming it);
             None: a cycle is reported by :meth:`of` returning None.
+        recurring: set when another plan found this DAG in the cache: its single points are
+            then scheduled on the compiled levels too (compiled once, reused by every plan).
     """
 
     def __init__(self, cptr: IntArray, pred_seg: IntArray, pred_chain: IntArray, c: int,
@@ -396,6 +398,7 @@ class LevelSchedule:
                  on_cycle: Callable[[], None] | None = None) -> None:
         self.cptr, self.pred_seg, self.pred_chain, self.c = cptr, pred_seg, pred_chain, c
         self.on_cycle = on_cycle
+        self.recurring = False  # another plan has the same DAG (its levels pay off)
         self._depth = depth
         self._compiled: tuple[tuple[_Level, ...], tuple[Step, ...], IntArray] | None = None
 
@@ -490,6 +493,11 @@ def chain_starts_one(sched: LevelSchedule, seg_end: list[float]) -> list[float]:
     return start
 
 
+# above this many chains the condensed DAGs measured (bench_structures, 530B with 35 stages:
+# ~100 predecessors per level) schedule one point faster on their levels (numpy per level)
+# than by the Python peel (per edge)
+_ONE_POINT_MAX_CHAINS = 25_000
+
 _LEVELS_CACHE: OrderedDict[tuple[int, bytes, bytes, bytes], LevelSchedule] = OrderedDict()
 _LEVELS_CACHE_SIZE = 32
 _LEVELS_LOCK = threading.Lock()
@@ -508,6 +516,7 @@ def level_schedule_cached(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArra
         hit = _LEVELS_CACHE.get(key)
         if hit is not None:
             _LEVELS_CACHE.move_to_end(key)
+            hit.recurring = True
             return hit
     sched = LevelSchedule.of(cptr, pred_seg, seg_chain, c, on_cycle)
     if sched is not None:
@@ -659,8 +668,11 @@ def run_chains_by_level(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool
         return LevelTimes(start_by_level=np.zeros((0, b)), level_pos=plan.level_pos,
                           chain_dur=np.zeros((0, b)), seg_end=seg_end)
     chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1]
-    if b == 1 and not plan.schedule.is_compiled and not np.isnan(seg_end).any():
-        # one point of a plan never batched: chain by chain (no levels, no workspace)
+    sched = plan.schedule
+    if (b == 1 and not (sched.is_compiled or sched.recurring) and c <= _ONE_POINT_MAX_CHAINS
+            and not np.isnan(seg_end).any()):
+        # one point of a DAG seen once and never batched: chain by chain (no depths, levels
+        # or workspace); a DAG that recurs (other plans share it) compiles its levels once
         starts = chain_starts_one(plan.schedule, seg_end[:, 0].tolist())
         return LevelTimes(start_by_level=np.asarray(starts, dtype=np.float64).reshape(c, 1),
                           level_pos=np.arange(c, dtype=np.int64), chain_dur=chain_dur,

@@ -109,3 +109,24 @@ def test_a_cycle_in_a_condensed_dag_is_reported_on_first_use() -> None:
         run_chains(plan, np.ones((2, 1)))
     with pytest.raises(InputError, match="cycle"):
         run_chains(plan, np.ones((2, 3)))
+
+
+def test_a_dag_shared_by_two_plans_is_scheduled_on_its_compiled_levels() -> None:
+    from simcore.engine import schedule
+
+    model = ModelSpec(name="m", num_layers=8, hidden_size=1024, num_heads=16, seq_len=1024,
+                      vocab_size=32000)
+    a = ParallelSpec(tp=2, pp=4, vp=2, micro_batch=1, global_batch=32, recompute="none")
+    b = ParallelSpec(tp=2, pp=4, vp=2, micro_batch=1, global_batch=32, recompute="full")
+    system = SystemSpec(num_gpus=32)
+    schedule._LEVELS_CACHE.clear()
+    _compiled.cache_clear()
+    first = compiled_workload(model, a, system).plan.schedule
+    assert not first.recurring
+    plan_a = compiled_workload(model, a, system).plan
+    run_chains(plan_a, np.ones((plan_a.num_segments, 1)))
+    assert not first.is_compiled  # one plan, one point: no levels
+    second = compiled_workload(model, b, system).plan
+    assert second.schedule is first and first.recurring  # b shares a's DAG
+    run_chains(second, np.ones((second.num_segments, 1)))
+    assert first.is_compiled
