@@ -93,7 +93,6 @@ def main(argv: list[str]) -> int:
     from search.config.compose import compose_session, split_config_dir
     from search.config.schema import validate_config
     from search.study.driver import prepare_search, run_search, study_runner
-    from search.study.report import import_plotting
     from search.tracking.client import quiet_mlflow_logs
     from search.tracking.study import StudyTracking
 
@@ -113,12 +112,10 @@ def main(argv: list[str]) -> int:
         import ray  # noqa: F401 - imported here, not beside MLflow's import on the thread
     # the MLflow session (import, store, parent run) opens on a thread while Ray starts; the
     # Ray pool is released (shut down) while the table and plots are written
-    with ThreadPoolExecutor(2, thread_name_prefix="simsweep-start") as opener, \
+    with ThreadPoolExecutor(1, thread_name_prefix="simsweep-tracking") as opener, \
             ExitStack() as pool_scope:
         opening = opener.submit(StudyTracking, cfg, setup.study_name, setup.output_dir,
                                 setup.objectives) if cfg.tracking.get("enabled", False) else None
-        if cfg.search.get("log_plots", True):  # the plots' imports, also while Ray starts
-            opener.submit(import_plotting)
         runner = pool_scope.enter_context(study_runner(cfg))
         setup.evaluator.runner = runner
         print(f"search {setup.study_name}: {len(setup.space.distributions)} dimension(s) "

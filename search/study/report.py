@@ -25,8 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from search.study.objectives import Objective
 from search.study.pareto import pareto_mask
 
-__all__ = ["best_trials", "feasible_trials", "import_plotting", "trials_frame", "write_plots",
-           "write_table"]
+__all__ = ["best_trials", "feasible_trials", "trials_frame", "write_plots", "write_table"]
 
 
 def feasible_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -110,17 +109,6 @@ def _draw(make: Callable[[], Any]) -> Any:
             return make()
     except (ValueError, RuntimeError):  # e.g. importances need 2+ distinct values
         return None
-
-
-def import_plotting() -> None:
-    """Import what :func:`write_plots` uses (Optuna's plotly and matplotlib plots, plotly's
-    HTML writer, scikit-learn behind Optuna's fANOVA importances: ~2-3 s together), e.g. on a
-    thread while the trials run; nothing is drawn and no backend is chosen."""
-    import optuna.visualization
-    import optuna.visualization.matplotlib
-    import plotly.io  # noqa: F401 - figure.to_html
-
-    optuna.importance.FanovaImportanceEvaluator()  # imports scikit-learn's random forest
 
 
 def write_plots(study: optuna.Study, objectives: Sequence[Objective], out_dir: Path) -> list[Path]:
