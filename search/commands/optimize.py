@@ -17,6 +17,8 @@ Results: ``<search.output_dir>/<study>/results.parquet`` beside the study storag
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Any
 
 from search.commands.usage import print_help, wants_help
@@ -106,14 +108,21 @@ def main(argv: list[str]) -> int:
     if "search" not in cfg:
         raise InputError("search", None, "the config has no search group (conf/search/)")
     setup = prepare_search(cfg, None, space, derived)  # every input checked before Ray starts
-    with study_runner(cfg) as runner:
+    if not cfg.search.get("in_process", False) and "ray" in cfg:
+        import ray  # noqa: F401 - imported here, not beside MLflow's import on the thread
+    # the MLflow session (import, store, parent run) opens on a thread while Ray starts; the
+    # Ray pool is released (shut down) while the table and plots are written
+    with ThreadPoolExecutor(1, thread_name_prefix="simsweep-tracking") as opener, \
+            ExitStack() as pool_scope:
+        opening = opener.submit(StudyTracking, cfg, setup.study_name, setup.output_dir,
+                                setup.objectives) if cfg.tracking.get("enabled", False) else None
+        runner = pool_scope.enter_context(study_runner(cfg))
         setup.evaluator.runner = runner
         print(f"search {setup.study_name}: {len(setup.space.distributions)} dimension(s) "
               f"({', '.join(setup.space.distributions)}), sampler {cfg.search.sampler}, "
               f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
-        tracking = StudyTracking(cfg, setup.study_name, setup.output_dir, setup.objectives) \
-            if cfg.tracking.get("enabled", False) else None
-        outcome = run_search(setup, tracking)
+        tracking = opening.result() if opening is not None else None
+        outcome = run_search(setup, tracking, release=pool_scope.close)
     stats = outcome.stats
     print(f"evaluated {stats.n_evaluated} trial(s) ({stats.n_recovered} recovered from a killed "
           f"driver, {stats.n_infeasible} infeasible) in {stats.total_s:.1f} s "

@@ -11,9 +11,10 @@ case rows are built here too (:mod:`search.config.cases` maps a row to config se
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ SYSTEM_CONF = Path(__file__).resolve().parents[2] / "conf" / "system"
 __all__ = [
     "build_model",
     "build_parallel",
+    "build_resolved",
     "build_sections",
     "build_specs",
     "build_system",
@@ -45,16 +47,48 @@ __all__ = [
 ]
 
 
-def _section(cfg: DictConfig, key: str) -> dict[str, Any]:
-    node = cfg.get(key)
-    require(node is not None, key, None, f"missing config group {key!r}")
-    try:
-        data = OmegaConf.to_container(node, resolve=True)
-    except Exception as err:  # omegaconf interpolation errors
-        raise InputError(key, "<config>", str(err).splitlines()[0]) from err
-    require(isinstance(data, dict), key, data, "must be a mapping")
-    assert isinstance(data, dict)
-    return {str(k): v for k, v in data.items()}
+#: the config groups :func:`build_specs` reads
+SPEC_SECTIONS = ("workload", "parallel", "system", "collective", "memory", "stack")
+
+Reader = Callable[[str], "dict[str, Any] | None"]
+
+
+def _cfg_reader(cfg: DictConfig) -> Reader:
+    """Config group ``key`` of ``cfg`` resolved to a fresh dict; None when the group is absent."""
+
+    def read(key: str) -> dict[str, Any] | None:
+        node = cfg.get(key)
+        if node is None:
+            return None
+        try:
+            data = OmegaConf.to_container(node, resolve=True)
+        except Exception as err:  # omegaconf interpolation errors
+            raise InputError(key, "<config>", str(err).splitlines()[0]) from err
+        require(isinstance(data, dict), key, data, "must be a mapping")
+        assert isinstance(data, dict)
+        return {str(k): v for k, v in data.items()}
+
+    return read
+
+
+def _sections_reader(sections: Mapping[str, Any]) -> Reader:
+    """:func:`_cfg_reader` of plain, already resolved config groups (each read is a copy)."""
+
+    def read(key: str) -> dict[str, Any] | None:
+        data = sections.get(key)
+        if data is None:
+            return None
+        require(isinstance(data, dict), key, data, "must be a mapping")
+        return {str(k): v for k, v in copy.deepcopy(data).items()}
+
+    return read
+
+
+def _section(read: Reader, key: str) -> dict[str, Any]:
+    data = read(key)
+    require(data is not None, key, None, f"missing config group {key!r}")
+    assert data is not None
+    return data
 
 
 def _construct(cls: type, data: dict[str, Any], prefix: str) -> Any:
@@ -71,9 +105,13 @@ def _construct(cls: type, data: dict[str, Any], prefix: str) -> Any:
 def build_model(cfg: DictConfig) -> ModelSpec:
     """``cfg.workload`` -> the spec of the family ``workload.family`` selects (default
     ``transformer``: :class:`ModelSpec`; :data:`simcore.workloads.REGISTRY`)."""
+    return _model(_cfg_reader(cfg))
+
+
+def _model(read: Reader) -> ModelSpec:
     from simcore.workloads import get_family
 
-    data = _section(cfg, "workload")
+    data = _section(read, "workload")
     family = get_family(str(data.pop("family", "transformer")))
     spec: ModelSpec = _construct(family.spec_type, data, "workload")
     return spec
@@ -81,12 +119,17 @@ def build_model(cfg: DictConfig) -> ModelSpec:
 
 def build_parallel(cfg: DictConfig) -> ParallelSpec:
     """``cfg.parallel`` -> :class:`ParallelSpec` (``dp`` left as configured)."""
-    spec = _construct(ParallelSpec, _section(cfg, "parallel"), "parallel")
+    return _parallel(_cfg_reader(cfg))
+
+
+def _parallel(read: Reader) -> ParallelSpec:
+    spec = _construct(ParallelSpec, _section(read, "parallel"), "parallel")
     assert isinstance(spec, ParallelSpec)
-    if cfg.get("stack") is not None:  # software stack (conf/stack): its training-loop settings
+    stack = read("stack")
+    if stack is not None:  # software stack (conf/stack): its training-loop settings
         from simcore.specs.stack import apply_stack_plan, stack_from_dict
 
-        spec = apply_stack_plan(spec, stack_from_dict(_section(cfg, "stack")))
+        spec = apply_stack_plan(spec, stack_from_dict(stack))
     return spec
 
 
@@ -95,18 +138,24 @@ def build_system(cfg: DictConfig) -> SystemSpec:
     composed, fill ``SystemSpec.collective`` / ``SystemSpec.memory`` (keys set under
     ``system.collective`` / ``system.memory`` win, as a sweep's hardware axes do); the
     ``stack`` group, when composed, scales the calibration (:mod:`simcore.specs.stack`)."""
-    data = _section(cfg, "system")
+    return _system(_cfg_reader(cfg))
+
+
+def _system(read: Reader) -> SystemSpec:
+    data = _section(read, "system")
     for group in ("collective", "memory"):
-        if cfg.get(group) is not None:
+        section = read(group)
+        if section is not None:
             inner = data.get(group) or {}
-            data[group] = {**_section(cfg, group), **(inner if isinstance(inner, dict) else {})}
+            data[group] = {**section, **(inner if isinstance(inner, dict) else {})}
     if isinstance(data.get("pools"), list):
         data["pools"] = [_pool_presets(pool, i) for i, pool in enumerate(data["pools"])]
     system = system_from_dict(data)
-    if cfg.get("stack") is not None:  # software stack (conf/stack): scales the calibration
+    stack = read("stack")
+    if stack is not None:  # software stack (conf/stack): scales the calibration
         from simcore.specs.stack import apply_stack, stack_from_dict
 
-        system = apply_stack(system, stack_from_dict(_section(cfg, "stack")))
+        system = apply_stack(system, stack_from_dict(stack))
     return system
 
 
@@ -128,7 +177,17 @@ def _pool_presets(pool: Any, index: int) -> Any:
 
 def build_specs(cfg: DictConfig) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
     """The (model, parallel, system) of one design point."""
-    return build_model(cfg), build_parallel(cfg), build_system(cfg)
+    read = _cfg_reader(cfg)
+    return _model(read), _parallel(read), _system(read)
+
+
+def build_resolved(sections: Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
+    """:func:`build_specs` of config groups already resolved to plain dicts (``workload``,
+    ``parallel``, ``system``, and optionally ``collective``, ``memory``, ``stack``: what
+    ``OmegaConf.to_container(cfg[group], resolve=True)`` gives); the same specs and errors
+    without an OmegaConf tree."""
+    read = _sections_reader(sections)
+    return _model(read), _parallel(read), _system(read)
 
 
 def build_sections(sections: Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:

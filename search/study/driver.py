@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,8 +171,11 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
                        evaluator)
 
 
-def run_search(setup: SearchSetup, tracking: Any | None = None) -> SearchOutcome:
-    """Run the batches, then write the table, plots and MLflow summary."""
+def run_search(setup: SearchSetup, tracking: Any | None = None,
+               release: Callable[[], None] | None = None) -> SearchOutcome:
+    """Run the batches, then write the table, plots and MLflow summary. ``release`` (e.g.
+    shutting the Ray pool down) is called once the batches are done, while the plots are
+    drawn on a thread."""
     study = setup.study
     stale = stale_trials(study, stale_after_s=setup.stale_after_s) if setup.cfg.search.resume else []
     on_batch = tracking.log_trials if tracking is not None else None
@@ -183,8 +187,16 @@ def run_search(setup: SearchSetup, tracking: Any | None = None) -> SearchOutcome
                             on_batch=on_batch)
     table = setup.output_dir / "results.parquet"
     write_table(study, setup.objectives, table)
-    plots = write_plots(study, setup.objectives, setup.output_dir / "plots") \
-        if setup.cfg.search.get("log_plots", True) else []
+    plots: list[Path] = []
+    if setup.cfg.search.get("log_plots", True):
+        with ThreadPoolExecutor(1, thread_name_prefix="simsweep-plots") as drawer:
+            drawing = drawer.submit(write_plots, study, setup.objectives,
+                                    setup.output_dir / "plots")
+            if release is not None:
+                release()
+            plots = drawing.result()
+    elif release is not None:
+        release()
     best = best_trials(study, setup.objectives)
     parent, error = None, ""
     if tracking is not None:

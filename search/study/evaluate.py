@@ -23,6 +23,7 @@ One call evaluates a batch of trials (DESIGN.md, "The vectorized engine"):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,13 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from search.config.build import build_specs, gather_work_shares, set_path
+from search.config.build import (
+    SPEC_SECTIONS,
+    build_resolved,
+    build_specs,
+    gather_work_shares,
+    set_path,
+)
 from search.run.batch import Columns, Runner, SpecBatch, in_process_runner, systems_batch
 from search.run.metrics import per_iteration
 from search.study.ask_tell import TrialOutcome
@@ -84,6 +91,7 @@ class DesignEvaluator:
         self.penalize_infeasible = penalize_infeasible
         self._built: dict[tuple[tuple[str, Any], ...], tuple[Any, Any, Any] | str] = {}
         self._done: dict[tuple[tuple[str, Any], ...], TrialOutcome] = {}
+        self._base_sections: dict[str, Any] | bool | None = None  # False: interpolated
         self.n_batches = 0
         self.n_simulated = 0  # distinct design points simulated (repeats come from a cache)
 
@@ -117,17 +125,49 @@ class DesignEvaluator:
 
     def _structural(self, items: tuple[tuple[str, Any], ...]) -> tuple[Any, Any, Any] | str:
         if items not in self._built:
-            cfg = self.base_cfg.copy()
             try:
-                with open_dict(cfg):  # keys a preset leaves out (work_shares); specs check names
-                    for key, value in items:
-                        value = list(value) if isinstance(value, tuple) else value
-                        OmegaConf.update(cfg, key, value, merge=False)
-                model, parallel, system = build_specs(cfg)
+                sections = self._resolved_with(items)
+                if sections is not None:  # the same specs without copying the config tree
+                    model, parallel, system = build_resolved(sections)
+                else:
+                    cfg = self.base_cfg.copy()
+                    with open_dict(cfg):  # keys a preset leaves out (work_shares); specs check
+                        for key, value in items:
+                            value = list(value) if isinstance(value, tuple) else value
+                            OmegaConf.update(cfg, key, value, merge=False)
+                    model, parallel, system = build_specs(cfg)
                 self._built[items] = (model, parallel, system)
             except (InputError, ValueError) as err:
                 self._built[items] = f"invalid: {err}"
         return self._built[items]
+
+    def _resolved_with(self, items: tuple[tuple[str, Any], ...]) -> dict[str, Any] | None:
+        """The spec config groups of the base config with ``items`` set, as plain dicts, when
+        that equals resolving the updated config: the base groups have no interpolation (so
+        resolving them later gives what they hold now) and every item is a plain value set at a
+        dict path inside one of them. None otherwise (the caller copies and updates the tree)."""
+        if self._base_sections is None:
+            raw = {k: OmegaConf.to_container(self.base_cfg[k], resolve=False)
+                   for k in SPEC_SECTIONS if self.base_cfg.get(k) is not None}
+            plain = all(isinstance(v, dict) for v in raw.values()) and not _has_interpolation(raw)
+            self._base_sections = raw if plain else False
+        base = self._base_sections
+        if not isinstance(base, dict):
+            return None
+        sections: dict[str, Any] = copy.deepcopy(base)
+        for key, value in items:
+            path = key.split(".")
+            if (path[0] not in sections or len(path) < 2 or not _plain_value(value)
+                    or not all(p and not p.isdigit() and "[" not in p for p in path)):
+                return None
+            node = sections[path[0]]
+            for part in path[1:-1]:
+                child = node.setdefault(part, {})  # open_dict: missing groups are created
+                if not isinstance(child, dict):
+                    return None
+                node = child
+            node[path[-1]] = list(value) if isinstance(value, tuple) else value
+        return sections
 
     def _point(self, index: int, params: Mapping[str, Any]) -> _Point:
         values = dict(params)
@@ -206,6 +246,26 @@ class DesignEvaluator:
         for i, key in enumerate(keys):
             outcomes[i] = self._done[key]
         return [o for o in outcomes if o is not None]
+
+
+def _has_interpolation(data: Any) -> bool:
+    """Whether a raw (unresolved) config container holds a string OmegaConf would not keep
+    as it is (an interpolation, a missing value, an escape)."""
+    if isinstance(data, dict):
+        return any(_has_interpolation(v) for v in data.values())
+    if isinstance(data, list):
+        return any(_has_interpolation(v) for v in data)
+    return isinstance(data, str) and ("$" in data or "???" in data or "\\" in data)
+
+
+def _plain_value(value: Any) -> bool:
+    """A value OmegaConf stores and resolves unchanged: None, bool, int, float, a string
+    without interpolation, or a list/tuple of those."""
+    if isinstance(value, list | tuple):
+        return all(_plain_value(v) for v in value)
+    if isinstance(value, str):
+        return not _has_interpolation(value)
+    return value is None or type(value) in (bool, int, float)
 
 
 def _rows(columns: Columns, n: int) -> list[dict[str, Any]]:

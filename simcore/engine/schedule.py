@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 from numpy.typing import NDArray
@@ -77,19 +77,31 @@ class SchedulePlan:
             ``seg_ptr``, also as properties), or a function building it on first use.
         seg_chain: (S,) chain of each segment.
         chain_seg_ptr: (C+1,) first segment of each chain.
-        levels: chains grouped by depth in the condensed DAG.
-        steps: the levels compiled for :func:`run_chains` (chains renumbered in level order).
-        level_pos: (C,) position of every chain in level order.
+        schedule: the condensed DAG with its depths (:class:`LevelSchedule`); its levels and
+            steps are compiled on first use (a single design point is scheduled without them).
     """
 
     nodes: NodeLevel | Callable[[], NodeLevel]
     seg_chain: IntArray
     chain_seg_ptr: IntArray
-    levels: tuple[_Level, ...]
-    steps: tuple[Step, ...] = ()
-    level_pos: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    schedule: LevelSchedule
     _work: dict[tuple[int, int], tuple[FloatArray, list[tuple[Any, ...]]]] = field(
         default_factory=dict, repr=False)
+
+    @property
+    def levels(self) -> tuple[_Level, ...]:
+        """Chains grouped by depth in the condensed DAG."""
+        return self.schedule.compiled()[0]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The levels compiled for :func:`run_chains` (chains renumbered in level order)."""
+        return self.schedule.compiled()[1]
+
+    @property
+    def level_pos(self) -> IntArray:
+        """(C,) position of every chain in level order."""
+        return self.schedule.compiled()[2]
 
     def node_level(self) -> NodeLevel:
         """The node-level part (built on first use for a plan compiled from a condensed graph)."""
@@ -142,8 +154,7 @@ class SchedulePlan:
         """Chains whose last segment no other chain waits for: the latest finish is among
         them (a waited-for chain ends before its waiter starts)."""
         waited = np.zeros(self.num_segments, dtype=bool)
-        for st in self.steps:
-            waited[st.pred_segs] = True
+        waited[self.schedule.pred_seg] = True  # the segments the levels' steps gather
         return np.flatnonzero(~waited[self.chain_seg_ptr[1:] - 1]).astype(np.int64)
 
     def makespan(self, times: ChainTimes) -> FloatArray:
@@ -158,7 +169,7 @@ class SchedulePlan:
     @property
     def num_levels(self) -> int:
         """Depth of the condensed DAG (number of sequential numpy steps per batch)."""
-        return len(self.levels)
+        return self.schedule.num_levels
 
     @property
     def num_chains(self) -> int:
@@ -262,14 +273,12 @@ def compile_plan(graph: Graph) -> SchedulePlan:
     np.cumsum(counts, out=cptr[1:])
     gather = np.repeat(head_preds_ptr - cptr[:-1], counts) + np.arange(cptr[-1], dtype=np.int64)
     pred_nodes = idx[gather]
-    compiled = compile_levels(cptr, seg_of[pred_nodes], seg_chain, c)
-    if compiled is None:
+    sched = LevelSchedule.of(cptr, seg_of[pred_nodes], seg_chain, c)
+    if sched is None:
         _raise_cycle(graph, ptr, idx)
         raise AssertionError("unreachable")
-    levels, steps, level_pos = compiled
     return SchedulePlan(nodes=NodeLevel(graph, order, chain_of, seg_ptr),
-                        seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr, levels=tuple(levels),
-                        steps=steps, level_pos=level_pos)
+                        seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr, schedule=sched)
 
 
 def compile_levels(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int
@@ -284,11 +293,19 @@ def compile_levels(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: i
         seg_chain: (S,) chain of every segment.
         c: chains C.
     """
-    i64 = np.int64
     pred_chain = seg_chain[pred_seg] if pred_seg.size else pred_seg
     depth = depths(cptr, pred_chain, c)
     if depth is None:
         return None
+    return _compile_levels_at(cptr, pred_seg, pred_chain, depth, c)
+
+
+def _compile_levels_at(cptr: IntArray, pred_seg: IntArray, pred_chain: IntArray,
+                       depth: IntArray, c: int
+                       ) -> tuple[list[_Level], tuple[Step, ...], IntArray]:
+    """:func:`compile_levels` given the chains' depths (``pred_chain``: chain of each
+    ``pred_seg``)."""
+    i64 = np.int64
     if c == 0:
         return [], (), np.zeros(0, dtype=i64)
     perm = np.argsort(depth, kind="stable").astype(i64)  # level order, chains ascending
@@ -343,18 +360,136 @@ def compile_levels(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: i
     return levels, tuple(steps), pos
 
 
-_LEVELS_CACHE: OrderedDict[tuple[int, bytes, bytes, bytes],
-                           tuple[list[_Level], tuple[Step, ...], IntArray]] = OrderedDict()
+class LevelSchedule:
+    """A condensed DAG: chain ``i`` waits for segments ``pred_seg[cptr[i]:cptr[i+1]]``
+    (``pred_chain``: their chains). The longest-path depth of every chain and the levels and
+    steps of :func:`compile_levels` are computed on first use: a single design point is
+    scheduled without them (:func:`chain_starts_one`). Shared between plans with the same DAG
+    (:func:`level_schedule_cached`) and only read.
+
+    Attributes:
+        on_cycle: called when the DAG turns out to have a cycle (raises the error naming it);
+            None: a cycle is reported by :meth:`of` returning None.
+        recurring: set when another plan found this DAG in the cache: its single points are
+            then scheduled on the compiled levels too (compiled once, reused by every plan).
+    """
+
+    def __init__(self, cptr: IntArray, pred_seg: IntArray, pred_chain: IntArray, c: int,
+                 depth: IntArray | None = None,
+                 on_cycle: Callable[[], None] | None = None) -> None:
+        self.cptr, self.pred_seg, self.pred_chain, self.c = cptr, pred_seg, pred_chain, c
+        self.on_cycle = on_cycle
+        self.recurring = False  # another plan has the same DAG (its levels pay off)
+        self._depth = depth
+        self._compiled: tuple[tuple[_Level, ...], tuple[Step, ...], IntArray] | None = None
+
+    @classmethod
+    def of(cls, cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int,
+           on_cycle: Callable[[], None] | None = None) -> LevelSchedule | None:
+        """The schedule of a condensed DAG (``seg_chain``: chain of every segment). Without
+        ``on_cycle`` the depths are computed now and a cycle gives None; with it they wait
+        for first use, which calls ``on_cycle`` on a cycle."""
+        pred_chain = seg_chain[pred_seg] if pred_seg.size else pred_seg
+        if on_cycle is not None:
+            return cls(cptr, pred_seg, pred_chain, c, on_cycle=on_cycle)
+        depth = depths(cptr, pred_chain, c)
+        if depth is None:
+            return None
+        return cls(cptr, pred_seg, pred_chain, c, depth)
+
+    def cycle(self) -> NoReturn:
+        """Report the DAG's cycle (``on_cycle``, else a generic error)."""
+        if self.on_cycle is not None:
+            self.on_cycle()
+        raise InputError("graph", "cycle", "dependencies and stream order must be acyclic")
+
+    @property
+    def depth(self) -> IntArray:
+        """(C,) longest-path depth of every chain."""
+        d = self._depth
+        if d is None:
+            d = depths(self.cptr, self.pred_chain, self.c)
+            if d is None:
+                self.cycle()
+            self._depth = d
+        return d
+
+    @property
+    def num_levels(self) -> int:
+        """Depth of the DAG (levels)."""
+        return int(self.depth.max()) + 1 if self.c else 0
+
+    @property
+    def is_compiled(self) -> bool:
+        """Whether the levels and steps exist already."""
+        return self._compiled is not None
+
+    def compiled(self) -> tuple[tuple[_Level, ...], tuple[Step, ...], IntArray]:
+        """(levels, steps, level_pos) of :func:`compile_levels`, compiled once."""
+        got = self._compiled
+        if got is None:
+            depth = self.depth
+            with _LEVELS_LOCK:
+                got = self._compiled
+                if got is None:
+                    levels, steps, pos = _compile_levels_at(self.cptr, self.pred_seg,
+                                                            self.pred_chain, depth, self.c)
+                    got = self._compiled = (tuple(levels), steps, pos)
+        return got
+
+
+def chain_starts_one(sched: LevelSchedule, seg_end: list[float]) -> list[float]:
+    """Chain starts of one design point (``seg_end``: each segment's end relative to its
+    chain's start): start = max over the chain's predecessors of (predecessor chain's start +
+    segment end), roots at 0. One Kahn peel (Kahn 1962) pushes every finished chain's
+    (start + segment end) to the chains waiting for it; max is exact and Python floats are
+    IEEE doubles, so every start equals the level loop's bit for bit (inputs without NaN:
+    ``>`` and ``np.maximum`` differ only there). Raises the DAG's cycle error if it has one."""
+    c = sched.c
+    counts = np.diff(sched.cptr)
+    pc = sched.pred_chain
+    by_pred = np.argsort(pc, kind="stable")
+    sp = np.zeros(c + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pc, minlength=c), out=sp[1:])
+    succ = np.repeat(np.arange(c, dtype=np.int64), counts)[by_pred].tolist()
+    succ_seg = sched.pred_seg[by_pred].tolist()
+    ptr = sp.tolist()
+    pending = counts.tolist()
+    start = np.where(counts > 0, -np.inf, 0.0).tolist()  # waiting chains: the max of their preds
+    order = np.flatnonzero(counts == 0).tolist()
+    push = order.append
+    for i in order:  # grows while it runs
+        si = start[i]
+        for k in range(ptr[i], ptr[i + 1]):
+            j = succ[k]
+            t = si + seg_end[succ_seg[k]]
+            if t > start[j]:
+                start[j] = t
+            left = pending[j] - 1
+            pending[j] = left
+            if not left:
+                push(j)
+    if len(order) != c:
+        sched.cycle()
+    return start
+
+
+# above this many chains the condensed DAGs measured (bench_structures, 530B with 35 stages:
+# ~100 predecessors per level) schedule one point faster on their levels (numpy per level)
+# than by the Python peel (per edge)
+_ONE_POINT_MAX_CHAINS = 25_000
+
+_LEVELS_CACHE: OrderedDict[tuple[int, bytes, bytes, bytes], LevelSchedule] = OrderedDict()
 _LEVELS_CACHE_SIZE = 32
 _LEVELS_LOCK = threading.Lock()
 
 
-def compile_levels_cached(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int
-                          ) -> tuple[list[_Level], tuple[Step, ...], IntArray] | None:
-    """:func:`compile_levels`, reused for a condensed DAG equal to one compiled before (the
-    key is the input arrays' bytes: equal inputs, the same levels and steps). Plans that change
-    only what runs inside the chains (recompute, sequence parallelism, ZeRO 0/1, layer shapes)
-    share their DAG. The returned arrays are shared between plans and only read."""
+def level_schedule_cached(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int,
+                          on_cycle: Callable[[], None] | None = None) -> LevelSchedule | None:
+    """:meth:`LevelSchedule.of`, reused for a condensed DAG equal to one seen before (the key
+    is the input arrays' bytes: equal inputs, the same depths, levels and steps). Plans that
+    change only what runs inside the chains (recompute, sequence parallelism, ZeRO 0/1, layer
+    shapes) share their DAG. None for a cycle found now (not cached)."""
     key = (c, np.ascontiguousarray(cptr, dtype=np.int64).tobytes(),
            np.ascontiguousarray(pred_seg, dtype=np.int64).tobytes(),
            np.ascontiguousarray(seg_chain, dtype=np.int64).tobytes())
@@ -362,14 +497,23 @@ def compile_levels_cached(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArra
         hit = _LEVELS_CACHE.get(key)
         if hit is not None:
             _LEVELS_CACHE.move_to_end(key)
+            hit.recurring = True
             return hit
-    compiled = compile_levels(cptr, pred_seg, seg_chain, c)
-    if compiled is not None:
+    sched = LevelSchedule.of(cptr, pred_seg, seg_chain, c, on_cycle)
+    if sched is not None:
         with _LEVELS_LOCK:
-            _LEVELS_CACHE[key] = compiled
+            _LEVELS_CACHE[key] = sched
             while len(_LEVELS_CACHE) > _LEVELS_CACHE_SIZE:
                 _LEVELS_CACHE.popitem(last=False)
-    return compiled
+    return sched
+
+
+def compile_levels_cached(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int
+                          ) -> tuple[tuple[_Level, ...], tuple[Step, ...], IntArray] | None:
+    """:func:`compile_levels` of the cached :func:`level_schedule_cached` (equal DAGs: the
+    same objects)."""
+    sched = level_schedule_cached(cptr, pred_seg, seg_chain, c)
+    return None if sched is None else sched.compiled()
 
 
 def levels_by_peel(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: int
@@ -393,23 +537,30 @@ def levels_by_peel(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray, c: i
     return levels
 
 
+@dataclass(frozen=True)
+class _NamesCycle:
+    """Raises the error naming a cycle of the node graph ``nodes`` builds (picklable)."""
+
+    nodes: Callable[[], NodeLevel]
+
+    def __call__(self) -> None:
+        compile_plan(self.nodes().graph)
+
+
 def plan_from_chains(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray,
                      chain_seg_ptr: IntArray, nodes: Callable[[], NodeLevel]) -> SchedulePlan:
     """A plan from an already condensed graph (:class:`simcore.ir.runs.CondensedGraph`): chain
     ``i`` waits for segments ``pred_seg[cptr[i]:cptr[i+1]]``; ``nodes`` builds the node-level
     part on first use. Equal to :func:`compile_plan` of the node graph with the same chains.
 
-    Raises:
-        InputError: the condensed DAG has a cycle (the message names its nodes).
+    The DAG is checked for cycles on first use (scheduling it, its depths or levels), which
+    then raises an InputError naming the cycle's nodes.
     """
     c = int(chain_seg_ptr.shape[0] - 1)
-    compiled = compile_levels_cached(cptr, pred_seg, seg_chain, c)
-    if compiled is None:
-        compile_plan(nodes().graph)  # names the cycle
-        raise InputError("graph", "cycle", "dependencies and stream order must be acyclic")
-    levels, steps, level_pos = compiled
+    sched = level_schedule_cached(cptr, pred_seg, seg_chain, c, _NamesCycle(nodes))
+    assert sched is not None  # a cycle is reported on first use
     return SchedulePlan(nodes=nodes, seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr,
-                        levels=tuple(levels), steps=steps, level_pos=level_pos)
+                        schedule=sched)
 
 
 def _raise_cycle(graph: Graph, ptr: IntArray, idx: IntArray) -> None:
@@ -655,6 +806,15 @@ def run_chains_by_level(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool
         return LevelTimes(start_by_level=np.zeros((0, b)), level_pos=plan.level_pos,
                           chain_dur=np.zeros((0, b)), seg_end=seg_end)
     chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1]
+    sched = plan.schedule
+    if (b == 1 and not (sched.is_compiled or sched.recurring) and c <= _ONE_POINT_MAX_CHAINS
+            and not np.isnan(seg_end).any()):
+        # one point of a DAG seen once and never batched: chain by chain (no depths, levels
+        # or workspace); a DAG that recurs (other plans share it) compiles its levels once
+        starts = chain_starts_one(plan.schedule, seg_end[:, 0].tolist())
+        return LevelTimes(start_by_level=np.asarray(starts, dtype=np.float64).reshape(c, 1),
+                          level_pos=np.arange(c, dtype=np.int64), chain_dur=chain_dur,
+                          seg_end=seg_end)
     joint, prog = plan.workspace(b)
     start = joint[:c]
     below = joint[c:]
@@ -672,7 +832,7 @@ def run_chains(plan: SchedulePlan, seg_dur: FloatArray) -> ChainTimes:
     if plan.num_chains == 0:
         return ChainTimes(chain_start=lt.start_by_level, chain_dur=lt.chain_dur,
                           seg_end=lt.seg_end)
-    return ChainTimes(chain_start=lt.start_by_level.take(plan.level_pos, axis=0),
+    return ChainTimes(chain_start=lt.start_by_level.take(lt.level_pos, axis=0),
                       chain_dur=lt.chain_dur, seg_end=lt.seg_end)
 
 
