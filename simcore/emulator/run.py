@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from simcore.emulator.context import AstraContext, make_context
 from simcore.emulator.network import BACKENDS
 from simcore.emulator.network.topology import Topology
@@ -96,6 +98,24 @@ def _mixed_to_layer(ctx: AstraContext, npu: int, layer: SystemLayer, isolated: C
     return handler
 
 
+def _p2p_keys(programs: Sequence[RankProgram], rep: list[int]) -> frozenset[tuple[int, int, int, int]]:
+    """The messenger keys ``(tag, src, dst, size)`` of every simulated NPU's sends and receives."""
+    keys: set[tuple[int, int, int, int]] = set()
+    for npu in sorted(set(rep)):
+        program = programs[npu]
+        for kind, peer_attr in ((NodeType.SEND, "comm_dst"), (NodeType.RECV, "comm_src")):
+            at = np.flatnonzero(program.types == kind)
+            if at.shape[0] == 0:
+                continue
+            peers = program.attr(peer_attr)[at].tolist()
+            tags = program.attr("comm_tag")[at].tolist()
+            sizes = np.maximum(program.attr("comm_size")[at], 0).tolist()
+            for peer, tag, size in zip(peers, tags, sizes, strict=True):
+                end = rep[peer] if 0 <= peer < len(rep) else peer
+                keys.add((tag, npu, end, size) if kind == NodeType.SEND else (tag, end, npu, size))
+    return frozenset(keys)
+
+
 def _noop(_: Any) -> None:
     return None
 
@@ -127,6 +147,7 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
     ctx = make_context(system, topology, backend, rep, groups, remote_memory)
     if custom_loader is not None:
         ctx.custom_loader = custom_loader
+    ctx.p2p_keys = _p2p_keys(programs, rep)
     folded = rep != list(range(topology.npus))
     # the isolated-collective shortcuts assume one communication op in flight per NPU; a CPU-op
     # collective or send can overlap a GPU one (separate slots), so then every step is simulated

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from heapq import heappush
 from typing import Any
 
 from simcore.emulator.network.event_queue import EventQueue
@@ -107,11 +108,18 @@ class AwareNetwork:
 
     def send(self, src: int, dst: int, size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
         """Inject a message now; ``callback(arg)`` runs when it reaches ``dst``."""
-        route = self.route(src, dst)
+        route = self._routes.get((src, dst))
+        if route is None:
+            route = self.route(src, dst)
         if not route:
             self.events.after(0, callback, arg)
             return
-        self._enter(_Message(size_bytes, route, callback, arg))
+        msg = _Message(size_bytes, route, callback, arg)
+        link = route[0]
+        if link.busy:
+            link.queue.append(msg)
+        else:
+            self._start(link, msg)
 
     def _enter(self, msg: _Message) -> None:
         link = msg.route[msg.hop]
@@ -121,11 +129,32 @@ class AwareNetwork:
             self._start(link, msg)
 
     def _start(self, link: Link, msg: _Message) -> None:
+        """``link`` starts serializing ``msg``: its release, then the arrival at the link's end.
+
+        The two events are appended to the event queue inline, as :meth:`EventQueue.after` would.
+        """
         link.busy = True
         serialization = msg.size / link.bytes_per_ns
-        link.free_at_ns = self.events.now_ns + int(serialization)
-        self.events.after(int(serialization), self.release, link)
-        self.events.after(int(link.latency_ns + serialization), self._arrive, msg)
+        events = self.events
+        buckets = events.buckets
+        now = events.now_ns
+        free = now + int(serialization)
+        link.free_at_ns = free
+        bucket = buckets.get(free)
+        if bucket is None:
+            buckets[free] = [self.release, link]
+            heappush(events.times, free)
+        else:
+            bucket.append(self.release)
+            bucket.append(link)
+        due = now + int(link.latency_ns + serialization)
+        bucket = buckets.get(due)
+        if bucket is None:
+            buckets[due] = [self._arrive, msg]
+            heappush(events.times, due)
+        else:
+            bucket.append(self._arrive)
+            bucket.append(msg)
 
     def link(self, a: Device, b: Device, dim: int = 0) -> Link:
         """The directed link between devices ``a`` and ``b`` (NPU ``x`` is ``(x,)``)."""
@@ -149,8 +178,14 @@ class AwareNetwork:
             self._start(link, link.queue.popleft())
 
     def _arrive(self, msg: _Message) -> None:
-        msg.hop += 1
-        if msg.hop == len(msg.route):
+        hop = msg.hop + 1
+        msg.hop = hop
+        route = msg.route
+        if hop == len(route):
             msg.callback(msg.arg)
+            return
+        link = route[hop]
+        if link.busy:
+            link.queue.append(msg)
         else:
-            self._enter(msg)
+            self._start(link, msg)

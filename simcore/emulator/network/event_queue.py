@@ -7,7 +7,9 @@ flat list of callbacks and arguments) per distinct due time, and a min-heap of t
 An unfolded run of a symmetric trace has many NPUs doing the same step at the same ns, so a heap
 operation is paid per distinct time rather than per event; an event scheduled for the time being
 processed (delay 0) joins the end of the running bucket, i.e. runs after every event already due
-then, exactly as a global insertion counter on ties would order it.
+then, exactly as a global insertion counter on ties would order it. The hottest callers (ring
+steps, the congestion-aware links) append to ``buckets`` / push to ``times`` inline, exactly as
+:meth:`EventQueue.after` does, to save a call per event.
 """
 
 from __future__ import annotations
@@ -22,19 +24,19 @@ __all__ = ["EventQueue"]
 class EventQueue:
     """Time buckets ``{time_ns: [callback, arg, callback, arg, ...]}`` and a heap of their times."""
 
-    __slots__ = ("_buckets", "_times", "now_ns")
+    __slots__ = ("buckets", "now_ns", "times")
 
     def __init__(self) -> None:
-        self._buckets: dict[int, list[Any]] = {}
-        self._times: list[int] = []
+        self.buckets: dict[int, list[Any]] = {}  # due time (ns) -> [callback, arg, callback, arg, ...]
+        self.times: list[int] = []  # heap of the due times that have a bucket
         self.now_ns = 0
 
     def schedule(self, time_ns: int, callback: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``callback(arg)`` at ``time_ns`` (>= now)."""
-        bucket = self._buckets.get(time_ns)
+        bucket = self.buckets.get(time_ns)
         if bucket is None:
-            self._buckets[time_ns] = [callback, arg]
-            heapq.heappush(self._times, time_ns)
+            self.buckets[time_ns] = [callback, arg]
+            heapq.heappush(self.times, time_ns)
         else:
             bucket.append(callback)
             bucket.append(arg)
@@ -42,21 +44,21 @@ class EventQueue:
     def after(self, delay_ns: int, callback: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``callback(arg)`` ``delay_ns`` after now."""
         time_ns = self.now_ns + delay_ns
-        bucket = self._buckets.get(time_ns)
+        bucket = self.buckets.get(time_ns)
         if bucket is None:
-            self._buckets[time_ns] = [callback, arg]
-            heapq.heappush(self._times, time_ns)
+            self.buckets[time_ns] = [callback, arg]
+            heapq.heappush(self.times, time_ns)
         else:
             bucket.append(callback)
             bucket.append(arg)
 
     def empty(self) -> bool:
         """True when no event is pending."""
-        return not self._times
+        return not self.times
 
     def run(self) -> int:
         """Run events until none is left; returns the time of the last event (ns)."""
-        times, buckets = self._times, self._buckets
+        times, buckets = self.times, self.buckets
         pop = heapq.heappop
         while times:
             time_ns = pop(times)  # its bucket stays in place (and takes events due now) until done
