@@ -33,6 +33,7 @@ from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from simcore.emulator.custom import CustomRun
+from simcore.emulator.network.aware import AwareNetwork, Link
 from simcore.emulator.network.unaware import UnawareNetwork
 from simcore.emulator.plan import Phase, chunk_sizes, phases_for
 from simcore.errors import InputError
@@ -103,16 +104,20 @@ class _Inbox:
 class _RingRun:
     """One NPU's ring phase: ``steps`` steps, each one message out and one in."""
 
-    __slots__ = ("delays", "dst", "events", "inbox", "k", "nbytes", "outbox", "step", "steps", "stream", "wire_ns")
+    __slots__ = ("delays", "dst", "events", "inbox", "inject", "k", "nbytes", "outbox", "route", "step", "steps",
+                 "stream", "wire_ns")
 
     def __init__(self, stream: _Stream, layer: SystemLayer, steps: int, delays: list[int], dst: int, nbytes: int,
-                 wire_ns: int, inbox: _Inbox, outbox: _Inbox) -> None:
+                 wire_ns: int, route: list[Link] | None, inbox: _Inbox, outbox: _Inbox) -> None:
         self.stream = stream
         self.steps = steps
         self.delays = delays  # per step: the delay from its arrival to the next step (ns)
         self.dst = dst
         self.nbytes = nbytes
         self.wire_ns = wire_ns  # the message's fixed delay (congestion-unaware), -1: ask the network
+        self.route = route  # its links (congestion-aware), None: ask the network
+        network = layer.ctx.messenger.network
+        self.inject = network.inject if route is not None and isinstance(network, AwareNetwork) else None
         self.inbox = inbox
         self.outbox = outbox
         self.k = 0
@@ -281,7 +286,8 @@ class SystemLayer:
             dst, src, nbytes = phase.members[first.send_to[0]], phase.members[first.recv_from[0]], first.nbytes
             network = self._messenger.network
             wire = network.delay_ns(self.npu, dst, nbytes) if type(network) is UnawareNetwork else -1
-            ring = (dst, src, nbytes, wire)
+            route = network.route(self.npu, dst) if type(network) is AwareNetwork else None
+            ring = (dst, src, nbytes, wire, route or None)
         prepared = (pos, lanes, delays, ring)
         if phase.custom is None:
             self._prepared[(id(phase), parity)] = prepared
@@ -289,7 +295,7 @@ class SystemLayer:
 
     def _ring(self, stream: _Stream, phase: Phase, ring: tuple[Any, ...], steps: int, delays: list[int]) -> bool:
         """Start ``phase`` as a :class:`_RingRun` unless a workload send/recv shares its keys."""
-        dst, src, nbytes, wire = ring
+        dst, src, nbytes, wire, route = ring
         npu, tag = self.npu, stream.tag
         send_key, recv_key = (tag, npu, dst, nbytes), (tag, src, npu, nbytes)
         keys = self.ctx.p2p_keys
@@ -302,7 +308,7 @@ class SystemLayer:
         inbox = inboxes.get(recv_key)
         if inbox is None:
             inbox = inboxes[recv_key] = _Inbox()
-        run = _RingRun(stream, self, steps, delays, dst, nbytes, wire, inbox, outbox)
+        run = _RingRun(stream, self, steps, delays, dst, nbytes, wire, route, inbox, outbox)
         self._events.after(phase.transfer_delay_ns, self._ring_step, run)
         return True
 
@@ -327,6 +333,8 @@ class SystemLayer:
             else:
                 bucket.append(_ring_arrive)
                 bucket.append(run.outbox)
+        elif run.inject is not None and run.route is not None:
+            run.inject(run.route, run.nbytes, _ring_arrive, run.outbox)
         else:
             self._messenger.network.send(self.npu, run.dst, run.nbytes, _ring_arrive, run.outbox)
         box = run.inbox

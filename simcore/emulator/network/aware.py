@@ -8,6 +8,12 @@ message reaches the next device after ``int(latency + size / bw)`` ns and the li
 dimension in ascending order: Ring = shortest direction (clockwise on a tie), one link per hop;
 FullyConnected = one direct link; Switch = NPU -> switch -> NPU (the switch is an extra device).
 
+The end of a serialization is an event in ASTRA-sim (the link then starts its next queued
+message); here it is only *reserved* (:meth:`EventQueue.reserve`) and scheduled at its place when
+a message arrives at the link before it (:meth:`EventQueue.fill`): a message entering a link at
+the very ns its serialization ends is queued or started exactly as the event order decides. Most
+links are idle when their serialization ends, so most of these events never run.
+
 A symmetry-reduced run (simcore.emulator.symmetry) passes ``device_map``: on a single Switch
 dimension, the up-link of NPU x and the down-link to x are the links of x's representative,
 which carry, by symmetry, exactly the same traffic at the same times.
@@ -31,14 +37,16 @@ Device = tuple[int, ...]
 class Link:
     """One directed link: a FIFO server with integer-ns serialization and latency."""
 
-    __slots__ = ("busy", "bytes_per_ns", "free_at_ns", "latency_ns", "queue")
+    __slots__ = ("busy", "bytes_per_ns", "costs", "free_at_ns", "latency_ns", "place", "queue")
 
     def __init__(self, bytes_per_ns: float, latency_ns: float) -> None:
         self.bytes_per_ns = bytes_per_ns
         self.latency_ns = latency_ns
-        self.busy = False
+        self.busy = False  # a release event is scheduled (it starts the queued messages)
         self.free_at_ns = 0  # end of the last serialization started
+        self.place: tuple[int, int] | None = None  # the reserved place of its release event at free_at_ns
         self.queue: deque[_Message] = deque()
+        self.costs: dict[int, tuple[int, int]] = {}  # message bytes -> (int(size / bw), int(latency + size / bw)) ns
 
 
 class _Message:
@@ -64,6 +72,7 @@ class AwareNetwork:
         self._map = device_map
         self._links: dict[tuple[Device, Device], Link] = {}
         self._routes: dict[tuple[int, int], list[Link]] = {}
+        self._release, self._arrived = self.release, self._arrive  # bound once: scheduled per message
 
     def _link(self, a: Device, b: Device, dim: int) -> Link:
         if self._map is not None:
@@ -114,46 +123,72 @@ class AwareNetwork:
         if not route:
             self.events.after(0, callback, arg)
             return
+        self.inject(route, size_bytes, callback, arg)
+
+    def inject(self, route: list[Link], size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
+        """:meth:`send` on a known, non-empty ``route`` (:meth:`route`)."""
         msg = _Message(size_bytes, route, callback, arg)
         link = route[0]
-        if link.busy:
-            link.queue.append(msg)
+        if link.busy or (link.place is not None and link.free_at_ns >= self.events.now_ns):
+            self._contend(link, msg)
         else:
             self._start(link, msg)
 
     def _enter(self, msg: _Message) -> None:
         link = msg.route[msg.hop]
-        if link.busy:
-            link.queue.append(msg)
+        if link.busy or (link.place is not None and link.free_at_ns >= self.events.now_ns):
+            self._contend(link, msg)
         else:
             self._start(link, msg)
 
-    def _start(self, link: Link, msg: _Message) -> None:
-        """``link`` starts serializing ``msg``: its release, then the arrival at the link's end.
+    def _contend(self, link: Link, msg: _Message) -> None:
+        """``msg`` reaches ``link`` while a serialization is on it or ends this ns: queued, or
+        started if the release (at its reserved place) has run already."""
+        if link.busy:
+            link.queue.append(msg)
+            return
+        events = self.events
+        free, place = link.free_at_ns, link.place
+        assert place is not None
+        if free > events.now_ns or not events.passed(free, place):
+            link.busy = True  # its release is needed after all: schedule it at its place
+            link.place = None
+            events.fill(free, place, self._release, link)
+            link.queue.append(msg)
+            return
+        self._start(link, msg)
 
-        The two events are appended to the event queue inline, as :meth:`EventQueue.after` would.
+    def _start(self, link: Link, msg: _Message) -> None:
+        """``link`` starts serializing ``msg``: its release (reserved), then its arrival at the link's end.
+
+        The arrival is appended to the event queue inline, as :meth:`EventQueue.after` would.
         """
-        link.busy = True
-        serialization = msg.size / link.bytes_per_ns
+        size = msg.size
+        cost = link.costs.get(size)
+        if cost is None:
+            serialization = size / link.bytes_per_ns
+            cost = link.costs[size] = (int(serialization), int(link.latency_ns + serialization))
         events = self.events
         buckets = events.buckets
         now = events.now_ns
-        free = now + int(serialization)
+        free = now + cost[0]
         link.free_at_ns = free
-        bucket = buckets.get(free)
-        if bucket is None:
-            buckets[free] = [self.release, link]
-            heappush(events.times, free)
+        if free == now or link.queue:  # a real event: released within this ns, or messages wait for it
+            link.busy = True
+            link.place = None
+            events.after(cost[0], self._release, link)
         else:
-            bucket.append(self.release)
-            bucket.append(link)
-        due = now + int(link.latency_ns + serialization)
+            bucket = buckets.get(free)
+            seq = events.reserved
+            events.reserved = seq + 1
+            link.place = (0 if bucket is None else len(bucket), seq)  # EventQueue.reserve, inline
+        due = now + cost[1]
         bucket = buckets.get(due)
         if bucket is None:
-            buckets[due] = [self._arrive, msg]
+            buckets[due] = [self._arrived, msg]
             heappush(events.times, due)
         else:
-            bucket.append(self._arrive)
+            bucket.append(self._arrived)
             bucket.append(msg)
 
     def link(self, a: Device, b: Device, dim: int = 0) -> Link:
@@ -165,7 +200,8 @@ class AwareNetwork:
         if time_ns > self.events.now_ns:
             link.busy = True
             link.free_at_ns = time_ns
-            self.events.schedule(time_ns, self.release, link)
+            link.place = None
+            self.events.schedule(time_ns, self._release, link)
 
     def enter(self, link: Link, size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
         """A message enters ``link`` now (its last hop); ``callback(arg)`` at its arrival."""
@@ -183,9 +219,9 @@ class AwareNetwork:
         route = msg.route
         if hop == len(route):
             msg.callback(msg.arg)
-            return
-        link = route[hop]
-        if link.busy:
-            link.queue.append(msg)
         else:
-            self._start(link, msg)
+            link = route[hop]
+            if link.busy or (link.place is not None and link.free_at_ns >= self.events.now_ns):
+                self._contend(link, msg)
+            else:
+                self._start(link, msg)
