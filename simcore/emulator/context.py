@@ -40,6 +40,7 @@ class AstraContext:
     # can share a key with none of them is matched by counters (simcore.emulator.system._Inbox)
     identity: bool = False  # nothing folded: rep[npu] == npu for every NPU
     p2p_keys: frozenset[tuple[int, int, int, int]] | None = None
+    p2p_tags: frozenset[int] = frozenset()  # the tags of p2p_keys
     inboxes: dict[tuple[int, int, int, int], Any] = field(default_factory=dict)
 
     def group_tag(self, members: tuple[int, ...] | None) -> int:

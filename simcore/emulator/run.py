@@ -148,6 +148,7 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
     if custom_loader is not None:
         ctx.custom_loader = custom_loader
     ctx.p2p_keys = _p2p_keys(programs, rep)
+    ctx.p2p_tags = frozenset(key[0] for key in ctx.p2p_keys)
     folded = rep != list(range(topology.npus))
     # the isolated-collective shortcuts assume one communication op in flight per NPU; a CPU-op
     # collective or send can overlap a GPU one (separate slots), so then every step is simulated

@@ -161,6 +161,7 @@ class SystemLayer:
         # chunk plans per (comm, size, group, involved), and per (id of a cached Phase, chunk parity) what
         # starting it needs: a collective repeats the same phases many times in a trace
         self._plans: dict[tuple[Any, ...], list[list[Phase]]] = {}
+        self._group_keys: dict[tuple[int, ...] | None, tuple[tuple[int, ...] | None, int]] = {}  # -> (key, tag)
         self._prepared: dict[tuple[int, int], tuple[int, list[list[Step]], list[list[int]], tuple[Any, ...] | None]] = {}
 
     # ----------------------------------------------------------------- collectives
@@ -197,11 +198,14 @@ class SystemLayer:
         else:
             priority = explicit_priority
         coll = _Collective(len(plans), on_done, arg)
-        rep = self.ctx.rep  # a folded run tags by the representatives' group (the same on each end)
-        key = tuple(rep[m] for m in group) if group is not None and len(group) < self.ctx.topology.npus else None
+        tagged = self._group_keys.get(group)
+        if tagged is None:
+            rep = self.ctx.rep  # a folded run tags by the representatives' group (the same on each end)
+            key = tuple(rep[m] for m in group) if group is not None and len(group) < self.ctx.topology.npus else None
+            tagged = self._group_keys[group] = (key, self.ctx.group_tag(key))
+        key, gid = tagged
         base = self._group_streams.get(key, 0)
         self._group_streams[key] = base + len(plans)
-        gid = self.ctx.group_tag(key)
         for k, phases in enumerate(plans):
             stream = _Stream((base + k) * _GROUP_STRIDE + gid, priority, phases, coll, k)
             self._advance(stream)
@@ -298,9 +302,10 @@ class SystemLayer:
         dst, src, nbytes, wire, route = ring
         npu, tag = self.npu, stream.tag
         send_key, recv_key = (tag, npu, dst, nbytes), (tag, src, npu, nbytes)
-        keys = self.ctx.p2p_keys
-        if keys and (send_key in keys or recv_key in keys):
-            return False
+        if tag in self.ctx.p2p_tags:
+            keys = self.ctx.p2p_keys
+            if keys and (send_key in keys or recv_key in keys):
+                return False
         inboxes = self.ctx.inboxes
         outbox = inboxes.get(send_key)
         if outbox is None:

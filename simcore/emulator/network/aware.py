@@ -49,15 +49,14 @@ class Link:
         self.costs: dict[int, tuple[int, int]] = {}  # message bytes -> (int(size / bw), int(latency + size / bw)) ns
 
 
-class _Message:
-    __slots__ = ("arg", "callback", "hop", "route", "size")
+# A message in flight is a list (cheaper to make than an object, one per message):
+# [size bytes, route (links), current hop, index of the last hop, callback, arg].
+_Message = list[Any]
+_SIZE, _ROUTE, _HOP, _LAST, _CALLBACK, _ARG = range(6)
 
-    def __init__(self, size: int, route: list[Link], callback: Callable[[Any], None], arg: Any) -> None:
-        self.size = size
-        self.route = route
-        self.hop = 0
-        self.callback = callback
-        self.arg = arg
+
+def _message(size: int, route: list[Link], callback: Callable[[Any], None], arg: Any) -> _Message:
+    return [size, route, 0, len(route) - 1, callback, arg]
 
 
 class AwareNetwork:
@@ -127,15 +126,42 @@ class AwareNetwork:
 
     def inject(self, route: list[Link], size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
         """:meth:`send` on a known, non-empty ``route`` (:meth:`route`)."""
-        msg = _Message(size_bytes, route, callback, arg)
+        msg = [size_bytes, route, 0, len(route) - 1, callback, arg]
         link = route[0]
-        if link.busy or (link.place is not None and link.free_at_ns >= self.events.now_ns):
+        events = self.events
+        now = events.now_ns
+        if link.busy or (link.place is not None and link.free_at_ns >= now):
             self._contend(link, msg)
+            return
+        # _start(link, msg), inlined: the hot path of every message
+        cost = link.costs.get(size_bytes)
+        if cost is None:
+            cost = self._cost(link, size_bytes)
+        buckets = events.buckets
+        free = now + cost[0]
+        link.free_at_ns = free
+        if free == now or link.queue:
+            link.busy = True
+            link.place = None
+            events.after(cost[0], self._release, link)
         else:
-            self._start(link, msg)
+            bucket = buckets.get(free)
+            seq = events.reserved
+            events.reserved = seq + 1
+            link.place = (0 if bucket is None else len(bucket), seq)
+        due = now + cost[1]
+        if msg[_LAST] != 0:  # more hops: the arrival enters the next link (else it is the delivery)
+            callback, arg = self._arrived, msg
+        bucket = buckets.get(due)
+        if bucket is None:
+            buckets[due] = [callback, arg]
+            heappush(events.times, due)
+        else:
+            bucket.append(callback)
+            bucket.append(arg)
 
     def _enter(self, msg: _Message) -> None:
-        link = msg.route[msg.hop]
+        link = msg[_ROUTE][msg[_HOP]]
         if link.busy or (link.place is not None and link.free_at_ns >= self.events.now_ns):
             self._contend(link, msg)
         else:
@@ -158,16 +184,23 @@ class AwareNetwork:
             return
         self._start(link, msg)
 
-    def _start(self, link: Link, msg: _Message) -> None:
-        """``link`` starts serializing ``msg``: its release (reserved), then its arrival at the link's end.
+    @staticmethod
+    def _cost(link: Link, size: int) -> tuple[int, int]:
+        """(serialization, serialization + latency) of ``size`` bytes on ``link``, each truncated to ns."""
+        serialization = size / link.bytes_per_ns
+        cost = link.costs[size] = (int(serialization), int(link.latency_ns + serialization))
+        return cost
 
-        The arrival is appended to the event queue inline, as :meth:`EventQueue.after` would.
+    def _start(self, link: Link, msg: _Message) -> None:
+        """``link`` starts serializing ``msg``: its release (reserved unless messages wait for it or it
+        is due this ns), then its arrival at the link's end (the delivery, on the last hop).
+
+        Events are appended to the event queue inline, as :meth:`EventQueue.after` would.
+        (:meth:`inject` and :meth:`_arrive` repeat this body inline.)
         """
-        size = msg.size
-        cost = link.costs.get(size)
+        cost = link.costs.get(msg[_SIZE])
         if cost is None:
-            serialization = size / link.bytes_per_ns
-            cost = link.costs[size] = (int(serialization), int(link.latency_ns + serialization))
+            cost = self._cost(link, msg[_SIZE])
         events = self.events
         buckets = events.buckets
         now = events.now_ns
@@ -183,13 +216,17 @@ class AwareNetwork:
             events.reserved = seq + 1
             link.place = (0 if bucket is None else len(bucket), seq)  # EventQueue.reserve, inline
         due = now + cost[1]
+        if msg[_HOP] == msg[_LAST]:  # the last hop: its arrival is the delivery (one call less)
+            callback, arg = msg[_CALLBACK], msg[_ARG]
+        else:
+            callback, arg = self._arrived, msg
         bucket = buckets.get(due)
         if bucket is None:
-            buckets[due] = [self._arrived, msg]
+            buckets[due] = [callback, arg]
             heappush(events.times, due)
         else:
-            bucket.append(self._arrived)
-            bucket.append(msg)
+            bucket.append(callback)
+            bucket.append(arg)
 
     def link(self, a: Device, b: Device, dim: int = 0) -> Link:
         """The directed link between devices ``a`` and ``b`` (NPU ``x`` is ``(x,)``)."""
@@ -205,7 +242,7 @@ class AwareNetwork:
 
     def enter(self, link: Link, size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
         """A message enters ``link`` now (its last hop); ``callback(arg)`` at its arrival."""
-        self._enter(_Message(size_bytes, [link], callback, arg))
+        self._enter(_message(size_bytes, [link], callback, arg))
 
     def release(self, link: Link) -> None:
         """End of a serialization: start the next queued message, if any."""
@@ -214,14 +251,40 @@ class AwareNetwork:
             self._start(link, link.queue.popleft())
 
     def _arrive(self, msg: _Message) -> None:
-        hop = msg.hop + 1
-        msg.hop = hop
-        route = msg.route
-        if hop == len(route):
-            msg.callback(msg.arg)
+        """``msg`` reached the end of a hop that is not its last: it enters the next link."""
+        hop = msg[_HOP] + 1
+        msg[_HOP] = hop
+        link = msg[_ROUTE][hop]
+        events = self.events
+        now = events.now_ns
+        if link.busy or (link.place is not None and link.free_at_ns >= now):
+            self._contend(link, msg)
+            return
+        # _start(link, msg), inlined
+        cost = link.costs.get(msg[_SIZE])
+        if cost is None:
+            cost = self._cost(link, msg[_SIZE])
+        buckets = events.buckets
+        free = now + cost[0]
+        link.free_at_ns = free
+        if free == now or link.queue:
+            link.busy = True
+            link.place = None
+            events.after(cost[0], self._release, link)
         else:
-            link = route[hop]
-            if link.busy or (link.place is not None and link.free_at_ns >= self.events.now_ns):
-                self._contend(link, msg)
-            else:
-                self._start(link, msg)
+            bucket = buckets.get(free)
+            seq = events.reserved
+            events.reserved = seq + 1
+            link.place = (0 if bucket is None else len(bucket), seq)
+        due = now + cost[1]
+        if hop == msg[_LAST]:
+            callback, arg = msg[_CALLBACK], msg[_ARG]
+        else:
+            callback, arg = self._arrived, msg
+        bucket = buckets.get(due)
+        if bucket is None:
+            buckets[due] = [callback, arg]
+            heappush(events.times, due)
+        else:
+            bucket.append(callback)
+            bucket.append(arg)
