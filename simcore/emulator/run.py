@@ -15,6 +15,7 @@ and the two analytical networks. Two reductions keep it fast without changing an
 
 from __future__ import annotations
 
+import gc
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -98,6 +99,20 @@ def _mixed_to_layer(ctx: AstraContext, npu: int, layer: SystemLayer, isolated: C
     return handler
 
 
+def _run_events(ctx: AstraContext) -> None:
+    """Run the event loop with the cyclic garbage collector's first generation collected every
+    100,000 allocations instead of 700 (restored after): an unfolded run allocates a few container
+    objects per message (5.6 M messages on the 256-NPU export), freed by reference counting, and
+    the default threshold runs a collection every few hundred messages for nothing (3-10% of the
+    unfolded aware run of that export here, measured under load)."""
+    threshold = gc.get_threshold()
+    gc.set_threshold(100_000, *threshold[1:])
+    try:
+        ctx.events.run()
+    finally:
+        gc.set_threshold(*threshold)
+
+
 def _p2p_keys(programs: Sequence[RankProgram], rep: list[int]) -> frozenset[tuple[int, int, int, int]]:
     """The messenger keys ``(tag, src, dst, size)`` of every simulated NPU's sends and receives."""
     keys: set[tuple[int, int, int, int]] = set()
@@ -176,7 +191,7 @@ def simulate_astra(programs: Sequence[RankProgram], system: SystemSpec, network:
         ranks[npu] = rank
     for rank in ranks.values():
         rank.start()
-    ctx.events.run()
+    _run_events(ctx)
     stalled = [npu for npu, rank in ranks.items() if rank.completed != rank.program.num_nodes]
     if stalled:
         for npu in stalled:  # a cycle also stalls: name it (folded ranks share their rep's deps)
