@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["EventQueue"]
@@ -32,7 +32,7 @@ __all__ = ["EventQueue"]
 class EventQueue:
     """Time buckets ``{time_ns: [callback, arg, callback, arg, ...]}`` and a heap of their times."""
 
-    __slots__ = ("_cursor", "_filled", "_late", "_running", "buckets", "now_ns", "reserved", "times")
+    __slots__ = ("_cursor", "_filled", "_late", "buckets", "now_ns", "reserved", "times")
 
     def __init__(self) -> None:
         self.buckets: dict[int, list[Any]] = {}  # due time (ns) -> [callback, arg, callback, arg, ...]
@@ -40,9 +40,8 @@ class EventQueue:
         self.now_ns = 0
         self.reserved = 0  # places reserved so far (the second key of a place)
         self._late: dict[int, list[tuple[tuple[int, int], Callable[[Any], None], Any]]] = {}  # filled, not due yet
-        self._running: list[Any] | None = None  # the bucket being run
-        self._cursor: Any = None  # its iterator
-        self._filled: list[tuple[int, int]] = []  # places filled into the running bucket, sorted
+        self._cursor: Any = None  # the iterator over the bucket being run (None: not running)
+        self._filled: Sequence[tuple[int, int]] = ()  # places filled into the running bucket, sorted
 
     def reserve(self, time_ns: int) -> tuple[int, int]:
         """The place an event due at ``time_ns`` (> now) would take if scheduled now."""
@@ -58,17 +57,19 @@ class EventQueue:
     def passed(self, time_ns: int, place: tuple[int, int]) -> bool:
         """Whether the run is past ``place`` at ``time_ns`` (the event there would have run)."""
         now = self.now_ns
-        if time_ns != now or self._running is None:
+        if time_ns != now or self._cursor is None:
             return time_ns < now
-        current = len(self._running) - self._cursor.__length_hint__() - 2  # the event running now
+        current = len(self.buckets[now]) - self._cursor.__length_hint__() - 2  # the event running now
         return self._index(place) <= current
 
     def fill(self, time_ns: int, place: tuple[int, int], callback: Callable[[Any], None], arg: Any) -> None:
         """Schedule ``callback(arg)`` at a reserved ``place`` of ``time_ns`` not :meth:`passed` yet."""
-        if time_ns == self.now_ns and self._running is not None:
+        if time_ns == self.now_ns and self._cursor is not None:
             index = self._index(place)
-            self._running[index:index] = [callback, arg]
-            insort(self._filled, place)
+            self.buckets[time_ns][index:index] = [callback, arg]
+            filled = list(self._filled)
+            insort(filled, place)
+            self._filled = filled
             return
         self._late.setdefault(time_ns, []).append((place, callback, arg))
         if time_ns not in self.buckets:
@@ -108,18 +109,17 @@ class EventQueue:
             time_ns = pop(times)  # its bucket stays in place (and takes events due now) until done
             self.now_ns = time_ns
             bucket = buckets[time_ns]
-            filled = late.pop(time_ns, None)
-            if filled is None:
-                self._filled = []
-            else:  # filled places, last first: an insertion does not move the places before it
+            self._filled = ()
+            if late and time_ns in late:  # filled places, last first: an insertion moves no place before it
+                filled = late.pop(time_ns)
                 filled.sort(key=lambda entry: entry[0], reverse=True)
                 for place, callback, arg in filled:
                     bucket[place[0]:place[0]] = [callback, arg]
                 self._filled = sorted(entry[0] for entry in filled)
             items = iter(bucket)  # a list iterator also yields what is inserted ahead of it while it runs
-            self._running, self._cursor = bucket, items
+            self._cursor = items
             for callback in items:
                 callback(next(items))
             del buckets[time_ns]
-        self._running = self._cursor = None
+        self._cursor = None
         return self.now_ns
