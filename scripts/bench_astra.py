@@ -31,10 +31,12 @@ exports (DP 32 / 128, TP 8, PP 16): the export's own time (one run, into a fresh
 unaware run's, cold and warm (medians of ``--repeat`` fresh processes).
 
 A fifth table (``--unfolded``, or alone with ``--only-unfolded``) runs the 256-NPU export with rank
-folding off (``simulate_astra(..., fold=False)``: every NPU simulated step by step, the path taken
-when no two ranks fold, e.g. on a Ring dimension or a multi-dimensional aware network), in a fresh
-process with a warm trace cache: the child's CPU time (reading included) and its simulation's alone,
-against ASTRA-sim's CPU time, and the NPUs equal to ASTRA-sim's output.
+folding off (``simulate_astra(..., fold=False)``, what ``simsweep astra --no-fold`` runs: every NPU
+simulated step by step, the path taken when no two ranks fold, e.g. on a Ring dimension or a
+multi-dimensional aware network), in a fresh process with a warm trace cache: the child's CPU time
+(reading included) and its simulation's alone, ASTRA-sim's CPU time on the same files (from the
+reference's README) and the speed-up (ASTRA-sim's CPU time over the child's), and the NPUs equal to
+ASTRA-sim's output.
 
 Usage: python scripts/bench_astra.py [--inputs DIR] [--export256 DIR] [--export1024 DIR] [--repeat 3]
        [--only-export | --only-64 | --only-unfolded] [--unfolded] [--large] [--large-dir DIR]

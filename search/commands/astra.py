@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--remote-memory", help="remote-memory JSON")
     parser.add_argument("--comm-group", help='communicator-group JSON ("empty" = none)')
     parser.add_argument("--network-backend", choices=network_backends(), default="unaware")
+    parser.add_argument("--no-fold", dest="fold", action="store_false",
+                        help="simulate every NPU step by step, no rank folding (the same results; the path taken "
+                             "when no ranks fold, to check folding or time that path)")
     return parser
 
 
@@ -66,7 +69,7 @@ def main(argv: list[str]) -> int:
         groups = read_comm_groups(args.comm_group, network.npus) if args.comm_group not in (None, "empty") else None
     _keep_freed_memory()
     programs = read_programs(args.workload, network.npus)
-    results = simulate_astra(programs, system, network, args.network_backend, groups, memory)
+    results = simulate_astra(programs, system, network, args.network_backend, groups, memory, fold=args.fold)
     out = sys.stdout
     for r in results:
         out.write(f"sys[{r.npu}] finished, {r.finish_ns} cycles, exposed communication {r.exposed_comm_ns} cycles\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from simcore.emulator.network import BACKENDS
 from simcore.emulator.network.event_queue import EventQueue
@@ -35,6 +36,12 @@ class AstraContext:
     custom_programs: dict[tuple[str, int], RankProgram] = field(default_factory=dict)
     custom_loader: Callable[[str, int], RankProgram] | None = None
     group_tags: dict[tuple[int, ...] | None, int] = field(default_factory=lambda: {None: 0})
+    # (tag, src, dst, size) of every workload send/recv, when known: a ring phase whose messages
+    # can share a key with none of them is matched by counters (simcore.emulator.system._Inbox)
+    identity: bool = False  # nothing folded: rep[npu] == npu for every NPU
+    p2p_keys: frozenset[tuple[int, int, int, int]] | None = None
+    p2p_tags: frozenset[int] = frozenset()  # the tags of p2p_keys
+    inboxes: dict[tuple[int, int, int, int], Any] = field(default_factory=dict)
 
     def group_tag(self, members: tuple[int, ...] | None) -> int:
         """A small id for a communicator group (by its members; None = all NPUs), the same on every NPU."""
@@ -69,4 +76,4 @@ def make_context(system: SystemSpec, topology: Topology, backend: str, rep: list
     identity = reps == list(range(topology.npus))
     network = BACKENDS[backend](topology, events, None if identity else reps.__getitem__)
     return AstraContext(system, topology, events, Messenger(network), reps,
-                        groups or CommGroupsSpec(), remote_memory or RemoteMemorySpec(), backend)
+                        groups or CommGroupsSpec(), remote_memory or RemoteMemorySpec(), backend, identity=identity)

@@ -8,6 +8,12 @@ message reaches the next device after ``int(latency + size / bw)`` ns and the li
 dimension in ascending order: Ring = shortest direction (clockwise on a tie), one link per hop;
 FullyConnected = one direct link; Switch = NPU -> switch -> NPU (the switch is an extra device).
 
+The end of a serialization is an event in ASTRA-sim (the link then starts its next queued
+message); here it is only *reserved* (:meth:`EventQueue.reserve`) and scheduled at its place when
+a message arrives at the link before it (:meth:`EventQueue.fill`): a message entering a link at
+the very ns its serialization ends is queued or started exactly as the event order decides. Most
+links are idle when their serialization ends, so most of these events never run.
+
 A symmetry-reduced run (simcore.emulator.symmetry) passes ``device_map``: on a single Switch
 dimension, the up-link of NPU x and the down-link to x are the links of x's representative,
 which carry, by symmetry, exactly the same traffic at the same times.
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from heapq import heappush
 from typing import Any
 
 from simcore.emulator.network.event_queue import EventQueue
@@ -30,25 +37,26 @@ Device = tuple[int, ...]
 class Link:
     """One directed link: a FIFO server with integer-ns serialization and latency."""
 
-    __slots__ = ("busy", "bytes_per_ns", "free_at_ns", "latency_ns", "queue")
+    __slots__ = ("busy", "bytes_per_ns", "costs", "free_at_ns", "latency_ns", "place", "queue")
 
     def __init__(self, bytes_per_ns: float, latency_ns: float) -> None:
         self.bytes_per_ns = bytes_per_ns
         self.latency_ns = latency_ns
-        self.busy = False
+        self.busy = False  # a release event is scheduled (it starts the queued messages)
         self.free_at_ns = 0  # end of the last serialization started
+        self.place: tuple[int, int] | None = None  # the reserved place of its release event at free_at_ns
         self.queue: deque[_Message] = deque()
+        self.costs: dict[int, tuple[int, int]] = {}  # message bytes -> (int(size / bw), int(latency + size / bw)) ns
 
 
-class _Message:
-    __slots__ = ("arg", "callback", "hop", "route", "size")
+# A message in flight is a list (cheaper to make than an object, one per message):
+# [size bytes, route (links), current hop, index of the last hop, callback, arg].
+_Message = list[Any]
+_SIZE, _ROUTE, _HOP, _LAST, _CALLBACK, _ARG = range(6)
 
-    def __init__(self, size: int, route: list[Link], callback: Callable[[Any], None], arg: Any) -> None:
-        self.size = size
-        self.route = route
-        self.hop = 0
-        self.callback = callback
-        self.arg = arg
+
+def _message(size: int, route: list[Link], callback: Callable[[Any], None], arg: Any) -> _Message:
+    return [size, route, 0, len(route) - 1, callback, arg]
 
 
 class AwareNetwork:
@@ -63,6 +71,7 @@ class AwareNetwork:
         self._map = device_map
         self._links: dict[tuple[Device, Device], Link] = {}
         self._routes: dict[tuple[int, int], list[Link]] = {}
+        self._release, self._arrived = self.release, self._arrive  # bound once: scheduled per message
 
     def _link(self, a: Device, b: Device, dim: int) -> Link:
         if self._map is not None:
@@ -107,25 +116,117 @@ class AwareNetwork:
 
     def send(self, src: int, dst: int, size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
         """Inject a message now; ``callback(arg)`` runs when it reaches ``dst``."""
-        route = self.route(src, dst)
+        route = self._routes.get((src, dst))
+        if route is None:
+            route = self.route(src, dst)
         if not route:
             self.events.after(0, callback, arg)
             return
-        self._enter(_Message(size_bytes, route, callback, arg))
+        self.inject(route, size_bytes, callback, arg)
+
+    def inject(self, route: list[Link], size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
+        """:meth:`send` on a known, non-empty ``route`` (:meth:`route`)."""
+        msg = [size_bytes, route, 0, len(route) - 1, callback, arg]
+        link = route[0]
+        events = self.events
+        now = events.now_ns
+        if link.busy or (link.place is not None and link.free_at_ns >= now):
+            self._contend(link, msg)
+            return
+        # _start(link, msg), inlined: the hot path of every message
+        cost = link.costs.get(size_bytes)
+        if cost is None:
+            cost = self._cost(link, size_bytes)
+        buckets = events.buckets
+        free = now + cost[0]
+        link.free_at_ns = free
+        if free == now or link.queue:
+            link.busy = True
+            link.place = None
+            events.after(cost[0], self._release, link)
+        else:
+            bucket = buckets.get(free)
+            seq = events.reserved
+            events.reserved = seq + 1
+            link.place = (0 if bucket is None else len(bucket), seq)
+        due = now + cost[1]
+        if msg[_LAST] != 0:  # more hops: the arrival enters the next link (else it is the delivery)
+            callback, arg = self._arrived, msg
+        bucket = buckets.get(due)
+        if bucket is None:
+            buckets[due] = [callback, arg]
+            heappush(events.times, due)
+        else:
+            bucket.append(callback)
+            bucket.append(arg)
 
     def _enter(self, msg: _Message) -> None:
-        link = msg.route[msg.hop]
-        if link.busy:
-            link.queue.append(msg)
+        link = msg[_ROUTE][msg[_HOP]]
+        if link.busy or (link.place is not None and link.free_at_ns >= self.events.now_ns):
+            self._contend(link, msg)
         else:
             self._start(link, msg)
 
+    def _contend(self, link: Link, msg: _Message) -> None:
+        """``msg`` reaches ``link`` while a serialization is on it or ends this ns: queued, or
+        started if the release (at its reserved place) has run already."""
+        if link.busy:
+            link.queue.append(msg)
+            return
+        events = self.events
+        free, place = link.free_at_ns, link.place
+        assert place is not None
+        if free > events.now_ns or not events.passed(free, place):
+            link.busy = True  # its release is needed after all: schedule it at its place
+            link.place = None
+            events.fill(free, place, self._release, link)
+            link.queue.append(msg)
+            return
+        self._start(link, msg)
+
+    @staticmethod
+    def _cost(link: Link, size: int) -> tuple[int, int]:
+        """(serialization, serialization + latency) of ``size`` bytes on ``link``, each truncated to ns."""
+        serialization = size / link.bytes_per_ns
+        cost = link.costs[size] = (int(serialization), int(link.latency_ns + serialization))
+        return cost
+
     def _start(self, link: Link, msg: _Message) -> None:
-        link.busy = True
-        serialization = msg.size / link.bytes_per_ns
-        link.free_at_ns = self.events.now_ns + int(serialization)
-        self.events.after(int(serialization), self.release, link)
-        self.events.after(int(link.latency_ns + serialization), self._arrive, msg)
+        """``link`` starts serializing ``msg``: its release (reserved unless messages wait for it or it
+        is due this ns), then its arrival at the link's end (the delivery, on the last hop).
+
+        Events are appended to the event queue inline, as :meth:`EventQueue.after` would.
+        (:meth:`inject` and :meth:`_arrive` repeat this body inline.)
+        """
+        cost = link.costs.get(msg[_SIZE])
+        if cost is None:
+            cost = self._cost(link, msg[_SIZE])
+        events = self.events
+        buckets = events.buckets
+        now = events.now_ns
+        free = now + cost[0]
+        link.free_at_ns = free
+        if free == now or link.queue:  # a real event: released within this ns, or messages wait for it
+            link.busy = True
+            link.place = None
+            events.after(cost[0], self._release, link)
+        else:
+            bucket = buckets.get(free)
+            seq = events.reserved
+            events.reserved = seq + 1
+            link.place = (0 if bucket is None else len(bucket), seq)  # EventQueue.reserve, inline
+        due = now + cost[1]
+        if msg[_HOP] == msg[_LAST]:  # the last hop: its arrival is the delivery (one call less)
+            callback, arg = msg[_CALLBACK], msg[_ARG]
+        else:
+            callback, arg = self._arrived, msg
+        bucket = buckets.get(due)
+        if bucket is None:
+            buckets[due] = [callback, arg]
+            heappush(events.times, due)
+        else:
+            bucket.append(callback)
+            bucket.append(arg)
 
     def link(self, a: Device, b: Device, dim: int = 0) -> Link:
         """The directed link between devices ``a`` and ``b`` (NPU ``x`` is ``(x,)``)."""
@@ -136,11 +237,12 @@ class AwareNetwork:
         if time_ns > self.events.now_ns:
             link.busy = True
             link.free_at_ns = time_ns
-            self.events.schedule(time_ns, self.release, link)
+            link.place = None
+            self.events.schedule(time_ns, self._release, link)
 
     def enter(self, link: Link, size_bytes: int, callback: Callable[[Any], None], arg: Any) -> None:
         """A message enters ``link`` now (its last hop); ``callback(arg)`` at its arrival."""
-        self._enter(_Message(size_bytes, [link], callback, arg))
+        self._enter(_message(size_bytes, [link], callback, arg))
 
     def release(self, link: Link) -> None:
         """End of a serialization: start the next queued message, if any."""
@@ -149,8 +251,40 @@ class AwareNetwork:
             self._start(link, link.queue.popleft())
 
     def _arrive(self, msg: _Message) -> None:
-        msg.hop += 1
-        if msg.hop == len(msg.route):
-            msg.callback(msg.arg)
+        """``msg`` reached the end of a hop that is not its last: it enters the next link."""
+        hop = msg[_HOP] + 1
+        msg[_HOP] = hop
+        link = msg[_ROUTE][hop]
+        events = self.events
+        now = events.now_ns
+        if link.busy or (link.place is not None and link.free_at_ns >= now):
+            self._contend(link, msg)
+            return
+        # _start(link, msg), inlined
+        cost = link.costs.get(msg[_SIZE])
+        if cost is None:
+            cost = self._cost(link, msg[_SIZE])
+        buckets = events.buckets
+        free = now + cost[0]
+        link.free_at_ns = free
+        if free == now or link.queue:
+            link.busy = True
+            link.place = None
+            events.after(cost[0], self._release, link)
         else:
-            self._enter(msg)
+            bucket = buckets.get(free)
+            seq = events.reserved
+            events.reserved = seq + 1
+            link.place = (0 if bucket is None else len(bucket), seq)
+        due = now + cost[1]
+        if hop == msg[_LAST]:
+            callback, arg = msg[_CALLBACK], msg[_ARG]
+        else:
+            callback, arg = self._arrived, msg
+        bucket = buckets.get(due)
+        if bucket is None:
+            buckets[due] = [callback, arg]
+            heappush(events.times, due)
+        else:
+            bucket.append(callback)
+            bucket.append(arg)

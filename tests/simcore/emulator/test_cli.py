@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import csv
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from search.cli import main
+from tests.shared_paths import SHARED, needs_shared
 from tests.simcore.emulator._et_files import one_collective_node, write_workload
 
 DATA = Path(__file__).parents[2] / "data" / "astra"
@@ -144,3 +147,30 @@ def test_missing_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     Path(f"{prefix}.6.et").unlink()
     rc, _, err = _run(capsys, prefix, DATA / "Ring_4chunks.json", DATA / "Ring_8.yml")
     _assert_one_line_error(rc, err, "w.6.et")
+
+
+@needs_shared
+def test_no_fold_simulates_every_npu_and_matches_astra_sim(capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--no-fold`` reaches the simulator (spied, the real one runs) and still prints ASTRA-sim's own
+    numbers for the sequence-parallel export (shared/astra-inputs/gpt3_175b_64npu_sp_export)."""
+    import search.commands.astra as command
+
+    folds: list[bool] = []
+    real = command.simulate_astra
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        folds.append(kwargs.get("fold", True))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(command, "simulate_astra", spy)
+    folder = SHARED / "astra-inputs" / "gpt3_175b_64npu_sp_export"
+    rc, out, err = _run(capsys, str(folder / "workload"), folder / "system.json", folder / "network.yml",
+                        "--remote-memory", str(folder / "remote_memory.json"),
+                        "--comm-group", str(folder / "comm_groups.json"), "--no-fold")
+    assert rc == 0, err
+    assert folds == [False]
+    with open(folder / "expected_unaware.csv") as fh:
+        want = {int(r["npu"]): (int(r["finish_cycles"]), int(r["exposed_comm_cycles"])) for r in csv.DictReader(fh)}
+    got = {int(m[1]): (int(m[2]), int(m[3])) for m in (LINE.match(line) for line in out.splitlines()) if m}
+    assert got == want
