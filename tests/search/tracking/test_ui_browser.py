@@ -202,11 +202,17 @@ def test_runs_plots_and_tables_render_in_chromium(ray_local, plan_for, tmp_path)
                 viewer = (f"{base}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}/"
                           f"artifacts/{name}?workflowType=machine_learning")
                 image = (shots / shot) if kind == "html" else tmp_path / f"{kind}-{shot}"
-                netlog = tmp_path / f"net-{kind}-{shot}.json"
-                _chromium(viewer, tmp_path / f"v-{kind}-{shot}", image, dom=False,
-                          one_process=True, netlog=netlog)
-                requests = _page_requests(netlog)
-                assert requests and requests <= {base}, requests  # nothing left 127.0.0.1
+                # a one-shot headless screenshot of a multi-MB plotly page can fire before the
+                # sandboxed frame paints on a loaded machine: up to three fresh loads, each
+                # checked for foreign requests; the plot must show in one of them
+                for attempt in range(3):
+                    netlog = tmp_path / f"net-{kind}-{shot}-{attempt}.json"
+                    _chromium(viewer, tmp_path / f"v-{kind}-{shot}-{attempt}", image, dom=False,
+                              one_process=True, netlog=netlog)
+                    requests = _page_requests(netlog)
+                    assert requests and requests <= {base}, requests  # nothing left 127.0.0.1
+                    if kind != "html" or _plot_area_share(image, viewer_box) > 0.05:
+                        break
                 if kind == "html":  # plotly drew its plot area inside the sandboxed iframe
                     assert _plot_area_share(image, viewer_box) > 0.05, f"{name} drew no plot"
                 else:  # the image viewer shows the PNG's own plot marks
