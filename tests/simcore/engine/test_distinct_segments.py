@@ -19,14 +19,7 @@ from simcore.engine.schedule import run_chains
 from simcore.hardware.batch import SystemBatch
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
-from simcore.workloads.transformer.spec import ModelSpec
-
-MODEL = ModelSpec(name="m", num_layers=12, hidden_size=1024, num_heads=16, seq_len=1024,
-                  vocab_size=8192)
-PLANS = [ParallelSpec(tp=2, pp=4, global_batch=32, zero_stage=1),
-         ParallelSpec(tp=2, pp=4, vp=3, global_batch=32, recompute="full"),
-         ParallelSpec(tp=2, pp=2, global_batch=16, zero_stage=3, dp_overlap=False),
-         ParallelSpec(tp=2, cp=2, pp=2, global_batch=16, sequence_parallel=True)]
+from tests.simcore.engine._graphs import MODEL, PLANS
 
 
 @pytest.mark.parametrize("plan", PLANS, ids=[f"p{i}" for i in range(len(PLANS))])

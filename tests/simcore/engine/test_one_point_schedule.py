@@ -12,8 +12,6 @@ import pytest
 from simcore import GraphBuilder, NodeKind, compile_plan
 from simcore.api import _compiled, compiled_workload
 from simcore.engine.schedule import (
-    SchedulePlan,
-    _segment_ends,
     plan_from_chains,
     run_chains,
     run_chains_by_level,
@@ -22,30 +20,8 @@ from simcore.errors import InputError
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.spec import ModelSpec
-
-
-def _reference(plan: SchedulePlan, seg_dur: np.ndarray) -> np.ndarray:
-    """The straightforward level loop (gather + maximum.reduceat over ``plan.levels``)."""
-    seg_end = _segment_ends(plan, seg_dur)
-    start = np.zeros((plan.num_chains, seg_dur.shape[1]))
-    for level in plan.levels:
-        if level.pred_segs.size:
-            t = start[level.pred_chains] + seg_end[level.pred_segs]
-            start[level.chains] = np.maximum.reduceat(t, level.seg, axis=0)
-    return start
-
-
-def _random_graph(seed: int, n: int, streams: int, max_deps: int) -> GraphBuilder:
-    rng = np.random.default_rng(seed)
-    b = GraphBuilder()
-    ids: list[int] = []
-    for _ in range(n):
-        k = int(rng.integers(0, max_deps + 1)) if ids else 0
-        deps = rng.choice(ids, size=min(k, len(ids)), replace=False) if k else []
-        res = [f"s{int(r)}" for r in rng.choice(streams, size=int(rng.integers(1, 3)),
-                                                 replace=False)]
-        ids.append(b.add(NodeKind.COMPUTE, resources=res, deps=[int(d) for d in deps]))
-    return b
+from tests.simcore.engine._graphs import random_graph as _random_graph
+from tests.simcore.engine._graphs import reference_starts as _reference
 
 
 @pytest.mark.parametrize(("seed", "n", "streams", "max_deps"),

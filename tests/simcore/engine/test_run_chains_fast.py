@@ -6,30 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from simcore import GraphBuilder, NodeKind, compile_plan
-from simcore.engine.schedule import SchedulePlan, _segment_ends, run_chains
-
-
-def _reference(plan: SchedulePlan, seg_dur: np.ndarray) -> np.ndarray:
-    seg_end = _segment_ends(plan, seg_dur)
-    start = np.zeros((plan.num_chains, seg_dur.shape[1]))
-    for level in plan.levels:
-        if level.pred_segs.size:
-            t = start[level.pred_chains] + seg_end[level.pred_segs]
-            start[level.chains] = np.maximum.reduceat(t, level.seg, axis=0)
-    return start
-
-
-def _random_plan(seed: int, n: int, streams: int, max_deps: int) -> SchedulePlan:
-    rng = np.random.default_rng(seed)
-    b = GraphBuilder()
-    ids: list[int] = []
-    for _ in range(n):
-        k = int(rng.integers(0, max_deps + 1)) if ids else 0
-        deps = rng.choice(ids, size=min(k, len(ids)), replace=False) if k else []
-        res = [f"s{int(r)}" for r in rng.choice(streams, size=int(rng.integers(1, 3)),
-                                                 replace=False)]
-        ids.append(b.add(NodeKind.COMPUTE, resources=res, deps=[int(d) for d in deps]))
-    return compile_plan(b.build())
+from simcore.engine.schedule import run_chains
+from tests.simcore.engine._graphs import random_plan as _random_plan
+from tests.simcore.engine._graphs import reference_starts as _reference
 
 
 def test_steps_match_reference_level_loop_bit_for_bit() -> None:

@@ -10,34 +10,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simcore import GraphBuilder, NodeKind, compile_plan
 from simcore.api import compiled_workload
 from simcore.engine.evaluate import COMPUTE, compute_scale, template_durations
-from simcore.engine.schedule import SchedulePlan, SegmentTable, run_chains_by_level
+from simcore.engine.schedule import SegmentTable, run_chains_by_level
 from simcore.hardware.batch import SystemBatch
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
-from simcore.workloads.transformer.spec import ModelSpec
-
-MODEL = ModelSpec(name="m", num_layers=12, hidden_size=1024, num_heads=16, seq_len=1024,
-                  vocab_size=8192)
-PLANS = [ParallelSpec(tp=2, pp=4, global_batch=32, zero_stage=1),
-         ParallelSpec(tp=2, pp=4, vp=3, global_batch=32, recompute="full"),
-         ParallelSpec(tp=2, pp=2, global_batch=16, zero_stage=3, dp_overlap=False),
-         ParallelSpec(tp=2, cp=2, pp=2, global_batch=16, sequence_parallel=True)]
-
-
-def _random_plan(seed: int, n: int, streams: int, max_deps: int) -> SchedulePlan:
-    rng = np.random.default_rng(seed)
-    b = GraphBuilder()
-    ids: list[int] = []
-    for _ in range(n):
-        k = int(rng.integers(0, max_deps + 1)) if ids else 0
-        deps = [int(d) for d in rng.choice(ids, size=min(k, len(ids)), replace=False)] if k else []
-        res = [f"s{int(r)}" for r in rng.choice(streams, size=int(rng.integers(1, 3)),
-                                                 replace=False)]
-        ids.append(b.add(NodeKind.COMPUTE, resources=res, deps=deps))
-    return compile_plan(b.build())
+from tests.simcore.engine._graphs import MODEL, PLANS
+from tests.simcore.engine._graphs import random_plan as _random_plan
 
 
 @pytest.mark.parametrize(("seed", "n", "streams", "max_deps"),
