@@ -22,6 +22,7 @@ from simcore.specs.parallel import ParallelSpec
 from simcore.specs.stack import StackSpec, apply_stack_plan
 from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.spec import ModelSpec
+from tests.simcore.workloads.transformer._cases import case_row
 
 H, LAYERS, TP, PP, DP, MB = 256, 4, 2, 2, 2, 4
 MODEL = ModelSpec(name="t", num_layers=LAYERS, hidden_size=H, num_heads=4, seq_len=512,
@@ -64,21 +65,11 @@ def test_fused_accumulation_adds_nothing_and_reduces_16_bit() -> None:
     assert np.all(unfused.iteration_time_s > fused.iteration_time_s)
 
 
-def _row(stack: str) -> dict[str, str]:
-    return {"case_id": "c", "gpu": "a100_80g", "gpus_per_node": "8", "num_gpus": "16",
-            "scaleout_gbps_per_gpu": "200", "num_layers": "4", "hidden_size": "1024",
-            "num_heads": "16", "num_kv_heads": "16", "ffn_hidden_size": "4096",
-            "seq_len": "1024", "vocab_size": "50257", "global_batch": "16", "micro_batch": "1",
-            "tp": "2", "pp": "2", "dp": "4", "vp": "1", "cp": "1", "ep": "1",
-            "sequence_parallel": "false", "recompute": "full", "precision": "bf16",
-            "zero_stage": "1", "dp_overlap": "false", "tp_comm_overlap": "false",
-            "stack": stack}
-
 
 @pytest.mark.parametrize(("stack", "fused"), [("deepspeed", False), ("megatron_lm", True),
                                               ("megatron_core", True), ("nemo", True)])
 def test_the_stack_sets_the_plan_accumulation(stack: str, fused: bool) -> None:
-    assert build_case(_row(stack))[1].grad_accumulation_fusion is fused
+    assert build_case(case_row(stack))[1].grad_accumulation_fusion is fused
 
 
 def test_stack_plan_setting_is_checked_and_null_keeps_the_plan() -> None:
