@@ -112,7 +112,6 @@ def test_the_added_bytes_cost_more_at_one_sample_per_micro_batch() -> None:
     assert one > two > 0
 
 
-
 @pytest.mark.parametrize(("stack", "on"), [("deepspeed", True), ("megatron_lm", False),
                                            ("megatron_core", False), ("nemo", False)])
 def test_the_stack_sets_the_flag(stack: str, on: bool) -> None:

@@ -65,7 +65,6 @@ def test_fused_accumulation_adds_nothing_and_reduces_16_bit() -> None:
     assert np.all(unfused.iteration_time_s > fused.iteration_time_s)
 
 
-
 @pytest.mark.parametrize(("stack", "fused"), [("deepspeed", False), ("megatron_lm", True),
                                               ("megatron_core", True), ("nemo", True)])
 def test_the_stack_sets_the_plan_accumulation(stack: str, fused: bool) -> None:
