@@ -207,11 +207,16 @@ def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray
     return out
 
 
-def _combo(compose: Composer, overrides: tuple[str, ...], axis: bool = False) -> Combo:
+def _combo(compose: Composer, overrides: tuple[str, ...], axis: bool = False,
+           composed: DictConfig | None = None) -> Combo:
     """The composed, validated and built combination; with ``axis`` (a combination of swept
-    values) a workload spec that breaks the model's rules gives an :class:`InvalidModel`."""
-    cfg = compose(overrides)
-    validate_config(cfg)
+    values) a workload spec that breaks the model's rules gives an :class:`InvalidModel`.
+    ``composed``: the config of ``overrides`` when the caller has already composed and
+    validated it (composition is a pure function of the overrides)."""
+    cfg = composed
+    if cfg is None:
+        cfg = compose(overrides)
+        validate_config(cfg)
     fidelity = str(cfg.get("fidelity", "calibrated"))
     if axis:
         try:
@@ -258,7 +263,7 @@ def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Seque
     else:
         columns = expand_grid(parsed.axes)
     n = len(next(iter(columns.values()))) if columns else 1
-    base = _combo(compose, parsed.fixed)
+    base = _combo(compose, parsed.fixed, composed=base_cfg)
     hardware = _hardware_axes(base, parsed.axes, columns)
     structural = [ax.key for ax in parsed.axes if ax.key not in hardware]
     combo_of, combos = _combos(compose, parsed.fixed, structural, columns, n, base)
@@ -323,10 +328,22 @@ def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],
 
 
 def _point_hashes(combos: list[Combo], combo_of: NDArray[np.int64], hw: list[NDArray[Any]]) -> list[str]:
-    prefix = [c.config_hash for c in combos]
-    values = [col.tolist() for col in hw]
-    out = []
-    for i, c in enumerate(combo_of.tolist()):
-        text = prefix[c] + "|" + "|".join(repr(v[i]) for v in values)
-        out.append(hashlib.sha1(text.encode()).hexdigest()[:16])
-    return out
+    """sha1 of ``<combo config hash>|<repr of each hardware value>`` per point (first 16 hex
+    digits). The reprs are formed once per distinct value of a column (a grid has a few dozen
+    per axis), not once per point."""
+    prefix = np.asarray([c.config_hash for c in combos], dtype=object)[combo_of]
+    if not hw:
+        return [hashlib.sha1(f"{p}|".encode()).hexdigest()[:16] for p in prefix.tolist()]
+    texts = map("|".join, zip(prefix.tolist(), *(_reprs(col) for col in hw), strict=True))
+    return [hashlib.sha1(t.encode()).hexdigest()[:16] for t in texts]
+
+
+def _reprs(col: NDArray[Any]) -> list[str]:
+    """``repr`` of each element's Python value. Numeric columns: one repr per distinct bit
+    pattern (so 0.0 and -0.0, or two NaN payloads, keep their own reprs)."""
+    if col.dtype.kind not in "biuf":
+        return [repr(v) for v in col.tolist()]
+    bits = col.view(f"u{col.dtype.itemsize}") if col.dtype.kind == "f" else col
+    _, first, inverse = np.unique(bits, return_index=True, return_inverse=True)
+    table = np.asarray([repr(v) for v in col[first].tolist()], dtype=object)
+    return table[inverse.reshape(-1)].tolist()

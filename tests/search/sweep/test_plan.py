@@ -136,3 +136,29 @@ def test_the_terminal_names_the_fixed_keys_and_the_sweep_file_entries_left_out(p
     assert f"system.num_gpus={file_axes['system.num_gpus']}" in note and "sweep=default" in note
     chosen = plan_for("sweep=default", "parallel.tp=1,2")
     assert chosen.unused_file_axes == {} and "not used" not in chosen.fixed_note()
+
+
+def test_point_hashes_follow_their_definition_value_by_value():
+    """A point's hash is sha1("<combination config hash>|<repr of each hardware value>")[:16]
+    (folders written earlier resume on it), also for values a table of distinct values could
+    merge: 0.0 and -0.0, NaN, ints beside floats, strings."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from search.sweep.plan import _point_hashes
+
+    combos = [SimpleNamespace(config_hash="c0"), SimpleNamespace(config_hash="c1")]
+    combo_of = np.array([0, 1, 0, 1, 0, 1])
+    floats = np.array([0.0, -0.0, np.nan, 1e-300, 2.5, 0.0])
+    ints = np.array([3, 3, -7, 2**40, 0, 3])
+    names = np.array(["a", "b|c", "a", "", "é", "a"], dtype=object)
+    got = _point_hashes(combos, combo_of, [floats, ints, names])  # type: ignore[arg-type]
+    want = [hashlib.sha1(f"c{c}|{f!r}|{i!r}|{s!r}".encode()).hexdigest()[:16]
+            for c, f, i, s in zip(combo_of.tolist(), floats.tolist(), ints.tolist(),
+                                  names.tolist(), strict=True)]
+    assert got == want and len(set(got)) == 6
+    zero, minus_zero = (_point_hashes(combos[:1], np.zeros(1, dtype=np.int64),  # type: ignore[arg-type]
+                                      [np.array([v])]) for v in (0.0, -0.0))
+    assert zero != minus_zero
+    alone = _point_hashes(combos, combo_of[:2], [])  # type: ignore[arg-type]
+    assert alone == [hashlib.sha1(f"c{c}|".encode()).hexdigest()[:16] for c in (0, 1)]
