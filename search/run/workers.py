@@ -17,6 +17,7 @@ an in-process run (:func:`search.run.batch.evaluate_batch`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import time
@@ -28,7 +29,7 @@ from typing import Any
 
 from search.run.batch import BatchOutput, Columns, Runner, SpecBatch, evaluate_batch
 
-__all__ = ["WORKER_MALLOC_ENV", "WorkerPool", "init_ray", "pool_runner", "ray_pool"]
+__all__ = ["WorkerPool", "init_ray", "keep_heap", "pool_runner", "ray_pool"]
 
 
 class _Worker:
@@ -37,6 +38,7 @@ class _Worker:
     def __init__(self) -> None:
         import ray
 
+        keep_heap()
         self.node_id = ray.get_runtime_context().get_node_id()
         self.pid = os.getpid()
 
@@ -55,14 +57,29 @@ class _Worker:
                            time.perf_counter() - t0, attempt, time.process_time() - c0)
 
 
-#: glibc malloc thresholds for the Ray worker processes: the maxima of glibc's dynamic
-#: thresholds (mmap 32 MiB, trim 2 x that). glibc raises them only to the largest block freed
-#: so far, so a worker that never freed a large block gave its heap back after every batch and
-#: faulted it in again (~8,700 page faults and ~25 ms of system time per batch of 2,048 GPT-3
-#: points: 100 ms of CPU per batch against 75 ms in the driver's process, whose planning had
-#: freed large blocks); with these the batches reuse the heap.
-WORKER_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),
-                     "MALLOC_TRIM_THRESHOLD_": str(64 * 2**20)}
+#: glibc ``mallopt`` parameters (``malloc.h``) and the values a worker sets: the maxima of
+#: glibc's dynamic thresholds (mmap 32 MiB, trim 2 x that)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_HEAP_THRESHOLDS_B = {_M_MMAP_THRESHOLD: 32 * 2**20, _M_TRIM_THRESHOLD: 64 * 2**20}
+
+
+def keep_heap() -> bool:
+    """Make this process keep its malloc heap between batches (glibc only; True when set).
+
+    glibc raises its mmap and trim thresholds only up to the largest block freed so far, so a
+    worker that never freed a large block gave its heap back after every batch and faulted it
+    in again (~8,700 page faults and ~25 ms of system time per batch of 2,048 GPT-3 points:
+    100 ms of CPU per batch against 75 ms in the driver's process, whose planning had freed
+    large blocks). Fixed thresholds at the dynamic maxima make the batches reuse the heap.
+    Set in the process (``mallopt``) rather than through a Ray ``runtime_env``: an actor with
+    a runtime environment cannot take one of the worker processes Ray starts ahead of time,
+    and a fresh process costs ~0.7 s more to start.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    return all(libc.mallopt(param, value) == 1 for param, value in _HEAP_THRESHOLDS_B.items())
 
 
 def init_ray(address: str | None, num_cpus: int | None, temp_dir: str | None,
@@ -72,7 +89,8 @@ def init_ray(address: str | None, num_cpus: int | None, temp_dir: str | None,
     ``address`` None starts a local Ray with ``num_cpus``; otherwise it joins a cluster
     (``auto`` or ``ray://host:port``) and, unless ``ship_project`` is False, ships the
     ``simcore`` and ``search`` packages to its workers as a runtime_env ``py_modules``.
-    Workers get :data:`WORKER_MALLOC_ENV` unless ``env_vars`` sets those variables.
+    ``env_vars`` go to the workers' runtime_env; without any runtime_env the pool's actors
+    take the worker processes Ray starts ahead of time (see :func:`keep_heap`).
     """
     if address is None:  # before Ray reads its constants: a local Ray stays on loopback
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
@@ -85,7 +103,7 @@ def init_ray(address: str | None, num_cpus: int | None, temp_dir: str | None,
         logging.ERROR)
     if ray.is_initialized():
         return False
-    runtime_env: dict[str, Any] = {"env_vars": {**WORKER_MALLOC_ENV, **(env_vars or {})}}
+    runtime_env: dict[str, Any] = {"env_vars": dict(env_vars)} if env_vars else {}
     ship = address is not None if ship_project is None else ship_project
     if ship:
         import search
@@ -96,10 +114,10 @@ def init_ray(address: str | None, num_cpus: int | None, temp_dir: str | None,
     if address is None:
         _loopback_only()
         ray.init(num_cpus=num_cpus, _temp_dir=private_temp_dir(temp_dir), include_dashboard=False,
-                 runtime_env=runtime_env, log_to_driver=False, configure_logging=False)
+                 runtime_env=runtime_env or None, log_to_driver=False, configure_logging=False)
     else:
         check_reachable(address)
-        ray.init(address=address, runtime_env=runtime_env, log_to_driver=False,
+        ray.init(address=address, runtime_env=runtime_env or None, log_to_driver=False,
                  configure_logging=False)
     return True
 
