@@ -56,9 +56,10 @@ def main(argv: list[str]) -> int:
     print(outcome.summary_text)
     rate = outcome.computed / outcome.eval_s if outcome.eval_s else 0.0
     print(f"evaluated {outcome.computed} points ({outcome.skipped} already on disk) in "
-          f"{outcome.eval_s:.1f} s ({rate:,.1f} points/s); end to end {outcome.wall_s:.1f} s "
-          f"(Ray start-up, tables, MLflow logging {outcome.log_s:.1f} s); "
-          f"retries: {outcome.retries}")
+          f"{outcome.eval_s:.1f} s ({rate:,.1f} points/s); end to end {outcome.wall_s:.1f} s: "
+          f"start-up {outcome.startup_s:.1f} s (Ray workers, first structure), finish "
+          f"{outcome.finish_s:.1f} s (table, plots, MLflow; MLflow calls {outcome.log_s:.1f} s, "
+          f"partly beside the start-up); retries: {outcome.retries}")
     print(f"results: {outcome.output_dir / 'results.parquet'}")
     if outcome.tracking_ok and cfg.tracking.enabled:
         where = "" if cfg.tracking.uri is None else f" (tracking server {cfg.tracking.uri})"

@@ -12,7 +12,8 @@ the same sweep hash; points already on disk are not recomputed and MLflow runs a
 tags, so none is duplicated. An unreachable tracking server only defers logging to
 ``simsweep sync``. The tracking session (MLflow's import, store and parent run) opens on a
 thread while the Ray pool starts and every worker builds the first batch's structure on one of
-its points (:meth:`~search.run.workers.WorkerPool.warm`); the first finished batch waits for it.
+its points (:meth:`~search.run.workers.WorkerPool.warm`); evaluation does not wait for it:
+batches that finish before it is open are queued for it (``_TrackingFeed``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from search.run.batch import BatchOutput, SpecBatch
@@ -74,13 +76,15 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
         tracking = opener.submit(start_tracking, cfg, manifest, out, plan.num_points,
                                  plan.param_keys, outcome)
         if outcome.skipped < plan.num_points:
-            _evaluate(plan, cfg, done, store, tracking, outcome, on_batch)
+            _evaluate(plan, cfg, done, store, tracking, outcome, on_batch, t0)
         else:
             store.flush()
         track = tracking.result()
+    t_finish = time.perf_counter()
     finish_sweep(cfg, out, manifest, store, track, outcome)
     outcome.write_s = store.write_s
     outcome.wall_s = time.perf_counter() - t0
+    outcome.finish_s = time.perf_counter() - t_finish
     return outcome
 
 
@@ -94,9 +98,10 @@ def cost_spec(cfg: DictConfig) -> Any:
 
 def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: ResultsStore,
               tracking: Future[Any], outcome: SweepOutcome,
-              on_batch: Callable[[BatchOutput], None] | None) -> None:
+              on_batch: Callable[[BatchOutput], None] | None, t_start: float) -> None:
     """Run the remaining batches on the Ray pool; append each result to disk and MLflow
-    (``tracking``: the session being opened beside the pool's start)."""
+    (``tracking``: the session being opened beside the pool's start; ``t_start``: when the
+    sweep started, for ``outcome.startup_s``)."""
     from search.run.tables import batch_frame
     from search.run.workers import ray_pool
 
@@ -108,8 +113,9 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: Results
                 pool.warm(first)
                 batches = itertools.chain([first], batches)
             pool.wait_ready()
-            track = tracking.result()  # opened while Ray started
+            feed = _TrackingFeed(tracking)
             t_eval = time.perf_counter()
+            outcome.startup_s = t_eval - t_start
             bar = _progress(cfg, plan.num_points - outcome.skipped)
             params = plan.param_columns
             for res in pool.imap_unordered(batches):
@@ -118,8 +124,7 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: Results
                 frame = batch_frame(res.point_ids, hashes, axes, res.columns, res.batch_id,
                                     res.node_id, time.time() - res.elapsed_s, res.elapsed_s)
                 store.add(frame)
-                if track is not None:
-                    track.submit(frame)
+                feed.submit(frame)
                 outcome.computed += frame.height
                 if bar is not None:
                     bar.update(frame.height)
@@ -127,11 +132,41 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, done: np.ndarray, store: Results
                     on_batch(res)
             if bar is not None:
                 bar.close()
+            feed.close()
             outcome.eval_s = time.perf_counter() - t_eval
         finally:
             store.flush()
             outcome.retries = pool.retries
             outcome.batches_per_node = dict(pool.batches_per_node)
+
+
+class _TrackingFeed:
+    """Finished batches on their way to the tracking session that opens beside the pool's
+    start: batches that finish before it is open wait here, so evaluation never waits for
+    MLflow (a new SQLite store takes seconds to create its tables)."""
+
+    def __init__(self, opening: Future[Any]) -> None:
+        self._opening = opening
+        self._waiting: list[pl.DataFrame] = []
+        self._open = False
+        self._live: Any = None
+
+    def submit(self, frame: pl.DataFrame) -> None:
+        """Pass ``frame`` on, or keep it until the session is open."""
+        if not self._open and self._opening.done():
+            self.close()
+        if not self._open:
+            self._waiting.append(frame)
+        elif self._live is not None:
+            self._live.submit(frame)
+
+    def close(self) -> None:
+        """Wait for the session and pass on every frame kept so far."""
+        if not self._open:
+            self._live, self._open = self._opening.result(), True
+            waiting, self._waiting = self._waiting, []
+            for frame in waiting:
+                self.submit(frame)
 
 
 def _progress(cfg: DictConfig, total: int) -> Any:

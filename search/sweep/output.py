@@ -34,8 +34,9 @@ class SweepOutcome:
     retries: int = 0
     batches_per_node: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
-    plan_s: float = 0.0
+    startup_s: float = 0.0  # output folder, Ray pool start and warm-up, until the first batch
     eval_s: float = 0.0  # from the first batch submitted to the last result received
+    finish_s: float = 0.0  # table, summary, plots and MLflow record after the last result
     write_s: float = 0.0
     log_s: float = 0.0
     parent_run_id: str | None = None

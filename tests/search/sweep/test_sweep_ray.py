@@ -35,6 +35,8 @@ def test_sweep_lands_every_point_in_parquet_and_mlflow(ray_local, plan_for, tmp_
     assert outcome.computed == 256 and outcome.tracking_ok, outcome.tracking_error
     assert table["point_id"].to_list() == list(range(256))
     assert table["point_hash"].n_unique() == 256
+    phases = (outcome.startup_s, outcome.eval_s, outcome.finish_s)
+    assert min(phases) > 0 and sum(phases) <= outcome.wall_s, (phases, outcome.wall_s)
     for key, col in plan.columns.items():
         assert np.array_equal(table[key].to_numpy(), col)
 
