@@ -12,17 +12,22 @@ Reports, in one table:
 - baseline: the same batches evaluated in this process without Ray (``evaluate_batch``), median
   over ``--baseline-batches`` batches, per wall second and per CPU second (``process_time``:
   what an idle core would do): the engine's own rate, the ceiling per worker;
-- ``run_sweep`` end to end with 1 and 2 Ray workers (local Ray, 2 CPUs, MLflow SQLite store,
-  parquet table, summary, plots, best child runs): points/s end to end (planning, Ray actor
-  start-up, evaluation, parquet, MLflow), points/s of the evaluation loop alone (first batch
-  submitted to last result received), the workers' own CPU rate (points per CPU second of the
-  worker processes, ``BatchOutput.cpu_s``: what a core costs when other jobs share the machine),
-  scaling efficiency (rate with 2 workers / (2 x rate with 1)) end to end and of the evaluation
-  loop, and the share of wall time spent logging (MLflow calls + parquet writes).
+- the machine's ceiling: the same batches in two forked processes at once against one process
+  alone (no Ray, no driver): the best 2-process efficiency this machine gives at that moment
+  (cores shared with other tenants or with each other's caches cap it);
+- ``run_sweep`` with 1 and 2 Ray workers, interleaved ``--repeats`` times (local Ray, 2 CPUs,
+  MLflow SQLite store, parquet table, summary, plots, best child runs), medians: points/s end
+  to end (planning, Ray actor start-up, evaluation, parquet, MLflow), points/s of the evaluation
+  loop alone (first batch submitted to last result received), the workers' own CPU rate (points
+  per CPU second of the worker processes, ``BatchOutput.cpu_s``), the seconds of planning,
+  start-up (output folder, actors ready, first structure) and finish (table, summary, plots,
+  MLflow record); scaling efficiency (rate with 2 workers / (2 x rate with 1), per interleaved
+  pair: median and range) end to end and of the evaluation loop.
 BLAS runs one thread per process (``OMP_NUM_THREADS=1`` unless set), as Ray sets it for its
 workers: on a 2-core machine OpenBLAS's second thread made the (24 x 23) @ (23 x 2,048)
 template product ~15 ms instead of ~0.1 ms, only in the in-process baseline.
-Usage: ``python scripts/bench_sweep.py [--case gpt3|tiny|all] [--points N] [--batch-size B]``
+Usage: ``python scripts/bench_sweep.py [--case gpt3|tiny|all] [--points N] [--batch-size B]
+[--repeats R]``
 (``--points`` draws N random points over the same axes instead of the full grid: a quick run).
 """
 
@@ -84,41 +89,101 @@ def _baseline(plan: object, batch_size: int, batches: int) -> tuple[float, float
     return statistics.median(rates), statistics.median(cpu)
 
 
-def _case(label: str, axes: list[str], common: list[str], work: Path, args: argparse.Namespace
-          ) -> list[tuple[str, ...]]:
+def _ceiling(plan: object, batch_size: int, batches: int, repeats: int) -> list[float]:
+    """The machine's own 2-process efficiency: the same ``batches`` evaluated by one forked
+    process alone, then by two at once (no Ray, no driver work; each process warms up, waits at
+    a barrier, then times its batches); per repeat, time alone / the slower time of the pair.
+    What any 2-worker pool can reach here at best."""
+    import multiprocessing as mp
+
+    it = iter_batches(plan, batch_size, np.zeros(0, dtype=np.int64))  # type: ignore[arg-type]
+    work = [b for _, b in zip(range(batches + 1), it, strict=False)]
+    ctx = mp.get_context("fork")
+
+    def timed(count: int) -> float:
+        start, times = ctx.Barrier(count), ctx.Queue()
+
+        def run() -> None:
+            evaluate_batch(work[0])  # compile in the process, as a worker's warm-up does
+            start.wait()
+            t0 = time.perf_counter()
+            for batch in work[1:]:
+                evaluate_batch(batch)
+            times.put(time.perf_counter() - t0)
+
+        procs = [ctx.Process(target=run) for _ in range(count)]
+        for proc in procs:
+            proc.start()
+        got = [times.get() for _ in procs]
+        for proc in procs:
+            proc.join()
+        return max(got)
+
+    return [timed(1) / timed(2) for _ in range(repeats)]
+
+
+def _fmt_eff(values: list[float]) -> str:
+    return (f"{statistics.median(values):.0%} ({min(values):.0%}-{max(values):.0%})"
+            if len(values) > 1 else f"{values[0]:.0%}")
+
+
+def _probe(label: str, axes: list[str], common: list[str], work: Path, args: argparse.Namespace
+           ) -> tuple[int, list[tuple[str, ...]]]:
+    """Planning, the in-process baseline and the machine's ceiling (before Ray starts: the
+    ceiling forks this process)."""
     plan, plan_s = _plan(axes, [*common, f"sweep.output_dir={work / 'probe'}"])
     n = plan.num_points  # type: ignore[attr-defined]
     print(f"{label}: {n:,} points, planned in {plan_s:.1f} s ({n / plan_s:,.0f} points/s)",
           flush=True)
     base, base_cpu = _baseline(plan, args.batch_size, args.baseline_batches)
-    rows: list[tuple[str, ...]] = [
+    ceiling = _ceiling(plan, args.batch_size, args.ceiling_batches, args.repeats)
+    blank = ("-",) * 4
+    return n, [
         (label, "in-process baseline (no Ray)", "-", "-", f"{base:,.0f}", f"{base:,.0f}", "-",
-         "-", "-"),
+         *blank),
         (label, "in-process baseline, per CPU second", "-", "-", f"{base_cpu:,.0f}",
-         f"{base_cpu:,.0f}", f"{base_cpu:,.0f}", "-", "-")]
-    rates: dict[int, float] = {}
-    loops: dict[int, float] = {}
+         f"{base_cpu:,.0f}", f"{base_cpu:,.0f}", *blank),
+        (label, "machine ceiling: 2 processes at once vs 1 alone (no Ray)", *("-",) * 8,
+         f"- / {_fmt_eff(ceiling)}")]
+
+
+def _sweeps(label: str, n: int, axes: list[str], common: list[str], work: Path,
+            args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """``run_sweep`` with 1 and 2 workers, interleaved ``args.repeats`` times; medians."""
+    runs: dict[int, list[dict[str, float]]] = {1: [], 2: []}
+    for rep in range(args.repeats):
+        for workers in (1, 2):
+            name = (f"{work.name}-{label.split(',')[0].replace(' ', '')}-{workers}-{rep}")
+            plan, plan_s = _plan(axes, [*common, f"ray.num_workers={workers}",
+                                        f"sweep.name={name}", f"sweep.output_dir={work / name}"])
+            cpu = [0.0, 0.0]
+
+            def on_batch(res: BatchOutput, cpu: list[float] = cpu) -> None:
+                cpu[0] += getattr(res, "cpu_s", 0.0)
+                cpu[1] += res.point_ids.shape[0]
+
+            out = run_sweep(plan, plan.base_cfg, on_batch)  # type: ignore[attr-defined, arg-type]
+            assert out.computed == n, (out.computed, n)
+            runs[workers].append({
+                "total": plan_s + out.wall_s, "plan": plan_s, "eval": out.eval_s,
+                "start": out.startup_s, "finish": out.finish_s,
+                "cpu_rate": cpu[1] / cpu[0] if cpu[0] > 0 else 0.0,
+                "log": (out.log_s + out.write_s) / out.wall_s})
+            print(f"  {workers} worker(s), run {rep + 1}: {plan_s + out.wall_s:.1f} s end to "
+                  f"end, evaluation {out.eval_s:.1f} s", flush=True)
+    ends = [one["total"] / (2 * two["total"]) for one, two in zip(runs[1], runs[2], strict=True)]
+    loops = [one["eval"] / (2 * two["eval"]) for one, two in zip(runs[1], runs[2], strict=True)]
+    rows: list[tuple[str, ...]] = []
     for workers in (1, 2):
-        name = f"{work.name}-{label.split(',')[0].replace(' ', '')}-{workers}"
-        plan, plan_s = _plan(axes, [*common, f"ray.num_workers={workers}", f"sweep.name={name}",
-                                    f"sweep.output_dir={work / name}"])
-        cpu = [0.0, 0.0]
+        def med(key: str, w: int = workers) -> float:
+            return statistics.median(r[key] for r in runs[w])
 
-        def on_batch(res: BatchOutput, cpu: list[float] = cpu) -> None:
-            cpu[0] += getattr(res, "cpu_s", 0.0)
-            cpu[1] += res.point_ids.shape[0]
-
-        out = run_sweep(plan, plan.base_cfg, on_batch)  # type: ignore[attr-defined, arg-type]
-        assert out.computed == n, (out.computed, n)
-        total = plan_s + out.wall_s
-        rates[workers] = out.computed / total
-        loops[workers] = loop = out.computed / out.eval_s
-        eff = (f"{rates[2] / (2 * rates[1]):.0%} / {loops[2] / (2 * loops[1]):.0%}"
-               if workers == 2 else "-")
-        rows.append((label, f"run_sweep, {workers} worker(s)", f"{total:.1f}",
-                     f"{rates[workers]:,.0f}", f"{loop:,.0f}", f"{loop / workers:,.0f}",
-                     f"{cpu[1] / cpu[0]:,.0f}" if cpu[0] > 0 else "-", eff,
-                     f"{(out.log_s + out.write_s) / out.wall_s:.1%}"))
+        loop = n / med("eval")
+        rows.append((label, f"run_sweep, {workers} worker(s)", f"{med('total'):.1f}",
+                     f"{n / med('total'):,.0f}", f"{loop:,.0f}", f"{loop / workers:,.0f}",
+                     f"{med('cpu_rate'):,.0f}", f"{med('plan'):.2f}", f"{med('start'):.2f}",
+                     f"{med('finish'):.2f}", "-" if workers == 1 else
+                     f"{_fmt_eff(ends)} / {_fmt_eff(loops)}"))
     return rows
 
 
@@ -129,6 +194,10 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=0, help="random points instead of the grid")
     ap.add_argument("--batch-size", type=int, default=2048)
     ap.add_argument("--baseline-batches", type=int, default=3)
+    ap.add_argument("--ceiling-batches", type=int, default=16,
+                    help="batches per process for the machine's 2-process ceiling")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="interleaved 1- and 2-worker sweeps (medians are reported)")
     args = ap.parse_args()
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     import ray
@@ -138,22 +207,26 @@ def main() -> None:
     mode = ["sweep.mode=random", f"sweep.num_points={args.points}"] if args.points else []
     common = [*mode, f"sweep.batch_size={args.batch_size}", "sweep.progress=false",
               f"tracking.uri=sqlite:///{work / 'mlflow.db'}"]
-    _ = Tracker(f"sqlite:///{work / 'mlflow.db'}", "warm-up").experiment_id  # create the store
-    from search.run.workers import init_ray
-
+    keys = list(CASES) if args.case == "all" else [args.case]
     ray_tmp = tempfile.mkdtemp(prefix="rs_bench", dir="/tmp")
-    init_ray(None, 2, ray_tmp)  # loopback only, in a private (0700) temp dir
     rows: list[tuple[str, ...]] = []
     try:
-        for key in CASES if args.case == "all" else [args.case]:
-            rows += _case(*CASES[key], common, work, args)
+        probes = {key: _probe(*CASES[key], common, work, args) for key in keys}
+        _ = Tracker(f"sqlite:///{work / 'mlflow.db'}", "warm-up").experiment_id  # the store
+        from search.run.workers import init_ray
+
+        init_ray(None, 2, ray_tmp)  # loopback only, in a private (0700) temp dir
+        for key in keys:
+            n, probe_rows = probes[key]
+            rows += probe_rows + _sweeps(CASES[key][0], n, CASES[key][1], common, work, args)
     finally:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(ray_tmp, ignore_errors=True)
     head = ("sweep", "configuration", "wall s", "points/s end to end", "points/s eval loop",
-            "per worker", "worker CPU points/s", "scaling eff. end to end / eval loop",
-            "logging share")
+            "per worker", "worker CPU points/s", "plan s", "start-up s", "finish s",
+            "scaling eff. end to end / eval loop")
+    print(f"medians of {args.repeats} interleaved runs; efficiencies: median (min-max)")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:
