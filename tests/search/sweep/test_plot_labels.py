@@ -1,4 +1,5 @@
-"""Hover labels of the sweep plots: one vectorized pass gives each row's per-row formatting."""
+"""Sweep plots: hover labels in one vectorized pass equal the per-row formatting; the plotting
+libraries load ahead of the final step."""
 
 from __future__ import annotations
 
@@ -35,3 +36,39 @@ def test_labels_equal_the_per_row_formatting_for_mixed_types():
 def test_labels_of_an_empty_frame():
     frame = pl.DataFrame({"parallel.tp": pl.Series([], dtype=pl.Int64)})
     assert hover_labels(frame, ["parallel.tp"]).tolist() == []
+
+
+def _modules_after(code: str) -> set[str]:
+    """The plotting modules a fresh interpreter has imported after running ``code``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    probe = (f"{code}\nimport sys\nprint(' '.join(m for m in sys.modules "
+             "if m.split('.')[0] in ('matplotlib', 'plotly')))")
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"} | {"PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                          check=True, timeout=120)
+    return set(done.stdout.split())
+
+
+def test_preload_imports_the_plot_libraries_without_choosing_a_backend():
+    loaded = _modules_after(
+        "from search.sweep.plots import preload_plot_libraries\npreload_plot_libraries()\n"
+        "import matplotlib\nassert matplotlib.rcParams._get_backend_or_none() is None")
+    assert {"matplotlib.pyplot", "plotly.graph_objects", "plotly.subplots",
+            "plotly.graph_objs._scatter"} <= loaded
+
+
+def test_sweep_preloads_plots_only_for_an_open_parent_run():
+    skipped = _modules_after(
+        "from concurrent.futures import Future\nfrom search.sweep.driver import _preload_plots\n"
+        "f = Future()\nf.set_result(None)\n_preload_plots(f)\n"
+        "g = Future()\ng.set_exception(RuntimeError('store down'))\n_preload_plots(g)")
+    assert "matplotlib.pyplot" not in skipped
+    opened = _modules_after(
+        "from concurrent.futures import Future\nfrom search.sweep.driver import _preload_plots\n"
+        "f = Future()\nf.set_result(object())\n_preload_plots(f)")
+    assert "matplotlib.pyplot" in opened
