@@ -13,7 +13,9 @@ tags, so none is duplicated. An unreachable tracking server only defers logging 
 ``simsweep sync``. The tracking session (MLflow's import, store and parent run) opens on a
 thread while the Ray pool starts and every worker builds the first batch's structure on one of
 its points (:meth:`~search.run.workers.WorkerPool.warm`); evaluation does not wait for it:
-batches that finish before it is open are queued for it (``_TrackingFeed``).
+batches that finish before it is open are queued for it (``_TrackingFeed``). The same thread
+then imports the plotting libraries (when the parent run gets plots), so the final step does
+not pay for them after the last batch.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from search.run.tables import ResultsStore
 from search.sweep.finish import finish_sweep, start_tracking
 from search.sweep.output import SweepOutcome, prepare_output
 from search.sweep.plan import SweepPlan
+from search.sweep.plots import preload_plot_libraries
 
 __all__ = ["SweepOutcome", "iter_batches", "prepare_output", "run_sweep"]
 
@@ -75,6 +78,8 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
     with ThreadPoolExecutor(1, thread_name_prefix="simsweep-tracking") as opener:
         tracking = opener.submit(start_tracking, cfg, manifest, out, plan.num_points,
                                  plan.param_keys, outcome)
+        if cfg.tracking.enabled and cfg.tracking.plots:  # imported while the pool evaluates
+            opener.submit(_preload_plots, tracking)
         if outcome.skipped < plan.num_points:
             _evaluate(plan, cfg, done, store, tracking, outcome, on_batch, t0)
         else:
@@ -86,6 +91,13 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
     outcome.wall_s = time.perf_counter() - t0
     outcome.finish_s = time.perf_counter() - t_finish
     return outcome
+
+
+def _preload_plots(tracking: Future[Any]) -> None:
+    """Import the plotting libraries when the parent run is open (it is the only one to get
+    plots); runs on the tracking thread after ``tracking`` (queued behind it)."""
+    if tracking.exception() is None and tracking.result() is not None:
+        preload_plot_libraries()
 
 
 def cost_spec(cfg: DictConfig) -> Any:

@@ -40,8 +40,9 @@ def write_html_page(figures: Sequence[tuple[str, Any]], path: Path, title: str) 
     return path
 
 
-def new_axes(width_in: float = 6.4, height_in: float = 4.0) -> tuple[Any, Any]:
-    """A matplotlib (figure, axes) pair on the non-interactive Agg backend."""
+def new_axes(width_in: float = 6.4, height_in: float = 4.0, nrows: int = 1) -> tuple[Any, Any]:
+    """A matplotlib (figure, axes) pair on the non-interactive Agg backend (``nrows`` > 1: an
+    array of axes stacked in one column)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -50,7 +51,7 @@ def new_axes(width_in: float = 6.4, height_in: float = 4.0) -> tuple[Any, Any]:
     matplotlib.rcdefaults()
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(width_in, height_in))
+    fig, ax = plt.subplots(nrows, 1, figsize=(width_in, height_in))
     return fig, ax
 
 
@@ -63,6 +64,9 @@ def save_png(fig: Any, path: Path, dpi: int = 100) -> Path:
         # bars, long tick labels) keeps its layout instead of printing a notice
         warnings.filterwarnings("ignore", category=UserWarning)
         fig.tight_layout()
+    # tight_layout leaves a placeholder layout engine, which makes savefig draw the whole figure
+    # once more (a dry run for a layout) before it renders; the layout is already done
+    fig.set_layout_engine(None)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
