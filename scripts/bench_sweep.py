@@ -26,6 +26,9 @@ Reports, in one table:
 BLAS runs one thread per process (``OMP_NUM_THREADS=1`` unless set), as Ray sets it for its
 workers: on a 2-core machine OpenBLAS's second thread made the (24 x 23) @ (23 x 2,048)
 template product ~15 ms instead of ~0.1 ms, only in the in-process baseline.
+Batches: ``--batch-size`` (``sweep.batch_size``), by default ``auto`` as in the default sweep
+(guided sizes from 2,048 points down to 64, ``search.sweep.driver.guided_batch_size``); the
+baseline and the ceiling then time batches of 2,048 (the first guided ones).
 Usage: ``python scripts/bench_sweep.py [--case gpt3|tiny|all] [--points N] [--batch-size B]
 [--repeats R]``
 (``--points`` draws N random points over the same axes instead of the full grid: a quick run).
@@ -74,7 +77,7 @@ def _plan(axes: list[str], extra: list[str]) -> tuple[object, float]:
     return plan, time.perf_counter() - t0
 
 
-def _baseline(plan: object, batch_size: int, batches: int) -> tuple[float, float]:
+def _baseline(plan: object, batch_size: int | None, batches: int) -> tuple[float, float]:
     """Median points per wall second and per CPU second (``time.process_time``: what an
     idle core would do; the machine may be shared)."""
     it = iter_batches(plan, batch_size, np.zeros(0, dtype=np.int64))  # type: ignore[arg-type]
@@ -89,7 +92,7 @@ def _baseline(plan: object, batch_size: int, batches: int) -> tuple[float, float
     return statistics.median(rates), statistics.median(cpu)
 
 
-def _ceiling(plan: object, batch_size: int, batches: int, repeats: int) -> list[float]:
+def _ceiling(plan: object, batch_size: int | None, batches: int, repeats: int) -> list[float]:
     """The machine's own 2-process efficiency: the same ``batches`` evaluated by one forked
     process alone, then by two at once (no Ray, no driver work; each process warms up, waits at
     a barrier, then times its batches); per repeat, time alone / the slower time of the pair.
@@ -135,8 +138,9 @@ def _probe(label: str, axes: list[str], common: list[str], work: Path, args: arg
     n = plan.num_points  # type: ignore[attr-defined]
     print(f"{label}: {n:,} points, planned in {plan_s:.1f} s ({n / plan_s:,.0f} points/s)",
           flush=True)
-    base, base_cpu = _baseline(plan, args.batch_size, args.baseline_batches)
-    ceiling = _ceiling(plan, args.batch_size, args.ceiling_batches, args.repeats)
+    size = None if args.batch_size == "auto" else int(args.batch_size)  # auto: 2,048 at first
+    base, base_cpu = _baseline(plan, size, args.baseline_batches)
+    ceiling = _ceiling(plan, size, args.ceiling_batches, args.repeats)
     blank = ("-",) * 4
     return n, [
         (label, "in-process baseline (no Ray)", "-", "-", f"{base:,.0f}", f"{base:,.0f}", "-",
@@ -192,7 +196,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", choices=[*CASES, "all"], default="all")
     ap.add_argument("--points", type=int, default=0, help="random points instead of the grid")
-    ap.add_argument("--batch-size", type=int, default=2048)
+    ap.add_argument("--batch-size", default="auto",
+                    help="sweep.batch_size of the sweeps: auto (the default sweep's) or points")
     ap.add_argument("--baseline-batches", type=int, default=3)
     ap.add_argument("--ceiling-batches", type=int, default=16,
                     help="batches per process for the machine's 2-process ceiling")

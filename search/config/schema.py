@@ -52,7 +52,7 @@ class SweepConf:
     num_points: int = 100  # random mode: points to draw
     seed: int = 0  # random mode and shuffle(...) order
     axes: dict[str, str] = field(default_factory=dict)  # key -> Hydra sweep expression
-    batch_size: int = 1024  # design points per Ray task
+    batch_size: Any = "auto"  # design points per Ray task, or auto (guided sizes, 64-2048)
     output_dir: str | None = None  # default: outputs/sweep-<name>-<timestamp>
     resume: bool = False
     objective: str = "iteration_time_s"
@@ -294,6 +294,8 @@ def validate_value(group: str, node: Any) -> None:
             value = OmegaConf.select(given, rel, default=None, throw_on_resolution_failure=False)
             found = InputError(found.key, value, found.rule)
         raise found from None
+    if group == "sweep" and "batch_size" in node:
+        check_batch_size(node.get("batch_size"))
 
 
 def validate_config(cfg: DictConfig) -> None:
@@ -318,11 +320,23 @@ def validate_config(cfg: DictConfig) -> None:
         check_objective(str(sweep.objective))
 
 
+def check_batch_size(value: Any, key: str = "sweep.batch_size") -> None:
+    """``value`` is ``auto`` or a whole number of design points in [1, 1e6]."""
+    if value == "auto":
+        return
+    rule = "must be auto or an integer in [1, 1000000] (design points per batch)"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(key, value, rule)
+    try:
+        check_number(key, value, lo=1, hi=1e6, integer=True)
+    except InputError:
+        raise InputError(key, value, rule) from None
+
+
 # key -> (lower bound, lower bound strict?, upper bound (number or simcore.limits name), integer?):
 # the orchestration settings whose wrong value would switch fault tolerance off or start
 # unbounded work (README "Limits and bounds"). NaN / inf never pass (simcore.limits.check_number).
 NUMBER_RULES: dict[str, tuple[float, bool, float | str | None, bool]] = {
-    "sweep.batch_size": (1, False, 1e6, True),
     "sweep.num_points": (1, False, "points", True),
     "sweep.top_k": (0, False, 1e6, True),
     "sweep.flush_interval_s": (0, False, 86400.0, False),  # 0 = flush after every batch

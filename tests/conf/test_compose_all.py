@@ -60,7 +60,7 @@ def test_option_composes_validates_and_builds(compose, group, option):
 
 
 @pytest.mark.parametrize(("override", "key", "rule"), [
-    ("sweep.batch_size=many", "sweep.batch_size", "Integer"),
+    ("sweep.batch_size=many", "sweep.batch_size", "auto or an integer"),
     ("+sweep.batch_sise=3", "sweep.batch_sise", "unknown key"),
     ("+tracking.urii=x", "tracking.urii", "unknown key"),
     ("ray.num_workers=0", "ray.num_workers", ">= 1"),

@@ -38,7 +38,9 @@ def test_mirror_keeps_fields_defaults_and_nesting():
 
 @pytest.mark.parametrize(("group", "content", "key", "rule"), [
     ("sweep", {"batch_sise": 8}, "sweep.batch_sise", "unknown key"),
-    ("sweep", {"batch_size": "many"}, "sweep.batch_size", "Integer"),
+    ("sweep", {"batch_size": "many"}, "sweep.batch_size", "auto or an integer"),
+    ("sweep", {"batch_size": 0}, "sweep.batch_size", "auto or an integer in [1, 1000000]"),
+    ("sweep", {"batch_size": 2.5}, "sweep.batch_size", "auto or an integer"),
     ("ray", {"num_workers": 2.5}, "ray.num_workers", "Integer"),
     ("tracking", {"enabled": "perhaps"}, "tracking.enabled", "bool"),
 ])
