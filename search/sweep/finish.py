@@ -144,24 +144,27 @@ def start_tracking(cfg: DictConfig, manifest: dict[str, Any], out: Path, num_poi
         return None
 
 
-def _artifacts(out: Path, frame: pl.DataFrame, axes: list[str], objective: str,
-               plots: bool) -> list[tuple[Path, str | None]]:
+def _artifacts(out: Path, frame: pl.DataFrame, axes: list[str], manifest: dict[str, Any],
+               plots: bool) -> tuple[list[tuple[Path, str | None]], int]:
+    """The parent run's artifacts (written here) and the rows of ``results.csv``."""
     from search.sweep.plots import write_plots
 
+    objective = str(manifest["objective"])
     items: list[tuple[Path, str | None]] = [(out / "results.parquet", None),
                                             (out / "config.yaml", None),
                                             (out / "summary.txt", None)]
-    items += [(p, None) for p in table_artifacts(frame, out)]
+    csv, csv_rows = table_artifacts(frame, out, objective, str(manifest["direction"]))
+    items += [(p, None) for p in csv]
     if plots:
         items += [(p, "plots") for p in write_plots(frame, axes, objective, out / "plots")]
-    return items
+    return items, csv_rows
 
 
-def _description(manifest: dict[str, Any], summary_text: str) -> str:
+def _description(manifest: dict[str, Any], summary_text: str, csv_rows: int) -> str:
     return describe_sweep(str(manifest["name"]), list(manifest["axes"]),
                           dict(t.split("=", 1) for t in manifest.get("fixed") or [] if "=" in t),
                           summary_text,
-                          int(manifest["num_points"]))
+                          int(manifest["num_points"]), csv_rows)
 
 
 def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: ResultsStore,
@@ -189,10 +192,10 @@ def finish_sweep(cfg: DictConfig, out: Path, manifest: dict[str, Any], store: Re
             return
         known = track.logger.skip
     try:
+        items, csv_rows = _artifacts(out, frame, axes, manifest, bool(cfg.tracking.plots))
         publish_sweep(track.tracker, track.parent_id, frame, summary, axes,
                       int(cfg.tracking.child_runs_max), int(cfg.tracking.best_child_runs),
-                      _artifacts(out, frame, axes, manifest["objective"], bool(cfg.tracking.plots)),
-                      known, _description(manifest, outcome.summary_text))
+                      items, known, _description(manifest, outcome.summary_text, csv_rows))
         manifest["tracking_synced"] = True
         write_manifest(out, manifest)
     except Exception as err:  # noqa: BLE001 - results are on disk; `simsweep sync` retries
@@ -223,10 +226,10 @@ def publish_folder(out: Path, uri: str | None = None) -> dict[str, int]:
         raise InputError("tracking.uri", tracker.uri, down)
     try:
         parent = _parent(tracker, manifest, out, config)
+        items, csv_rows = _artifacts(out, frame, axes, manifest, bool(tc["plots"]))
         counts = publish_sweep(tracker, parent, frame, summary, axes, int(tc["child_runs_max"]),
-                               int(tc["best_child_runs"]),
-                               _artifacts(out, frame, axes, manifest["objective"], bool(tc["plots"])),
-                               description=_description(manifest, text))
+                               int(tc["best_child_runs"]), items,
+                               description=_description(manifest, text, csv_rows))
     except Exception as err:  # the store failed mid-way: sync is idempotent, a rerun completes it
         raise InputError("tracking.uri", tracker.uri,
                          f"failed while logging ({type(err).__name__}); {down}") from err

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from search.run.tables import ID_COLUMNS, TAIL_COLUMNS, Summary
@@ -32,8 +33,10 @@ __all__ = ["POINT_METRICS", "PointLogger", "describe_sweep", "metric_columns",
 #: runs table shows readable default columns; every column stays in the results table
 POINT_METRICS = ("iteration_time_s", "mfu", "peak_memory_gib", "exposed_comm_s", "bubble_s",
                  "samples_per_s", "tokens_per_s", "cost_usd_per_iter", "capex_usd")
-#: rows of the results table logged as an MLflow table (previewed in the UI); CSV always whole
+#: rows of the results table logged as an MLflow table (previewed in the UI)
 TABLE_ROWS_MAX = 5000
+#: the largest artifact MLflow 3's UI previews ("Maximum file size for preview: 50MiB")
+UI_PREVIEW_MAX_B = 50 * 2**20
 
 
 def metric_columns(frame: pl.DataFrame, axes: list[str]) -> list[str]:
@@ -165,8 +168,9 @@ def summary_metrics(summary: Summary, prefix: str = "sweep.") -> dict[str, float
 
 
 def describe_sweep(name: str, axes: list[str], fixed: Mapping[str, Any], summary_text: str,
-                   num_points: int) -> str:
-    """The parent run's description (``mlflow.note.content``, Markdown)."""
+                   num_points: int, csv_rows: int | None = None) -> str:
+    """The parent run's description (``mlflow.note.content``, Markdown); ``csv_rows``: rows of
+    ``results.csv`` when it holds fewer than every point (see :func:`table_artifacts`)."""
     lines = [f"**Sweep `{name}`**: {num_points} design points, grid over "
              + ", ".join(f"`{a}`" for a in axes) + "."]
     if fixed:
@@ -175,14 +179,46 @@ def describe_sweep(name: str, axes: list[str], fixed: Mapping[str, Any], summary
               "the headline metrics and `feasible`. Artifacts: `results.csv` / `results.json` "
               "(preview), `results.parquet` (every column), `plots/`.", "", "```",
               summary_text, "```"]
+    if csv_rows is not None and csv_rows < num_points:
+        lines.insert(-4, f"`results.csv` holds the best {csv_rows:,} of the {num_points:,} points "
+                         "(feasible first, by the objective): the whole table would pass the UI's "
+                         "50 MiB preview limit; `results.parquet` has every point.")
     return "\n".join(lines)
 
 
-def table_artifacts(frame: pl.DataFrame, out: Path) -> list[Path]:
-    """``results.csv`` (the whole table, previewed by the UI's text viewer) beside the parquet."""
+def csv_rows_that_fit(frame: pl.DataFrame, limit_b: int = UI_PREVIEW_MAX_B) -> int:
+    """Rows of ``frame`` whose CSV should stay within ``limit_b`` bytes, from the mean CSV bytes
+    per row of up to 2,000 rows spread over the table, with a 3% margin (an estimate:
+    :func:`table_artifacts` checks the file it writes)."""
+    if frame.height == 0:
+        return 0
+    picks = np.unique(np.linspace(0, frame.height - 1, min(frame.height, 2000)).astype(np.int64))
+    sample = frame[picks]
+    per_row_b = len(sample.write_csv().encode()) / sample.height
+    return min(frame.height, int(0.97 * limit_b / per_row_b))
+
+
+def table_artifacts(frame: pl.DataFrame, out: Path, objective: str, direction: str,
+                    limit_b: int = UI_PREVIEW_MAX_B) -> tuple[list[Path], int]:
+    """``results.csv`` for the UI's text viewer: the whole table when its CSV fits the UI's
+    preview limit (``limit_b``), else the best rows that fit, feasible first and by
+    ``objective`` (a larger file is neither previewed nor needed: ``results.parquet`` beside it
+    has every row; the GPT-3 grid of 112,896 points writes 46 MB, 451,584 points 186 MB).
+    Returns the paths and the rows written."""
+    rows = csv_rows_that_fit(frame, limit_b)
+    ranked = frame
+    keys = [c for c in ("feasible", objective) if c in frame.columns]
     csv = out / "results.csv"
-    frame.write_csv(csv)
-    return [csv]
+    while True:
+        if rows < frame.height and ranked is frame and keys:
+            ranked = frame.sort(keys, descending=[k == "feasible" or direction == "maximize"
+                                                  for k in keys], nulls_last=True)
+        table = frame if rows >= frame.height else ranked.head(rows)
+        table.write_csv(csv)
+        size_b = csv.stat().st_size
+        if size_b <= limit_b or rows == 0:
+            return [csv], table.height
+        rows = min(rows, frame.height) * limit_b * 97 // (size_b * 100)  # the estimate was short
 
 
 def publish_sweep(tracker: Tracker, parent_id: str, frame: pl.DataFrame, summary: Summary,
