@@ -53,6 +53,10 @@ def test_killed_driver_resumes_without_duplicates_or_recomputation(ray_local, pl
             "tracking.async_logging=false",  # MLflow keeps pace with the table: a kill lands mid-way
             f"ray.temp_dir={ray_dir}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
+    # the store's tables exist before the sweep starts, so its MLflow session is open before the
+    # first batch (a new store takes seconds, and batches do not wait for it: the whole sweep
+    # could be on disk before the first child run, and the kill would land after the work)
+    MlflowClient(uri).search_experiments()
     proc = subprocess.Popen([sys.executable, "-m", "search.cli", "sweep", *args], cwd=tmp_path,
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
