@@ -366,7 +366,12 @@ class _RunGenerator(_Generator):
     """The same emission into a :class:`~simcore.ir.runs.RunBuilder`: a pass whose layers wait
     for nothing but the previous op is one run of ``layers`` x the layer's ops (no node objects);
     anything else (ZeRO-3 gathers, TP overlap pieces, CP rings, per-layer gradient reductions)
-    goes node by node through the same code as :class:`_Generator`."""
+    goes node by node through the same code as :class:`_Generator`. A plan without ZeRO-3, TP
+    overlap or CP is emitted whole by :meth:`_plan_batch`; the per-stage run emission
+    (:meth:`_passes`, :meth:`_regular`, :meth:`_forward`, :meth:`_backward`) then only runs
+    when :meth:`plan_batched` is overridden (the tests' reference for the one batch), since
+    the plans left to :meth:`stage` are ZeRO-3 or have no plain pass units, both handed to
+    :class:`_Generator`'s code by those methods."""
 
     def __init__(self, model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> None:
         super().__init__(model, par, gpus_per_node)
