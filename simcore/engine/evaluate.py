@@ -33,7 +33,6 @@ from simcore.engine.schedule import (
 )
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
 from simcore.ir.graph import Graph
-from simcore.ir.intsets import unique_first
 from simcore.ir.ops import COMPUTE, OpTable
 from simcore.ir.runs import CondensedGraph
 from simcore.ir.streams import CommKind, StreamKind
@@ -151,20 +150,36 @@ class _NodeLevelOf:
 def _stage_chains(p: int, skind: IntArray, sstage: IntArray, speer: IntArray,
                   chain_kind: IntArray) -> tuple[list[IntArray], list[dict[str, IntArray]]]:
     """Per stage: chains on its compute stream; kind -> chains on its other streams (links:
-    sent or received), in chain order. ``skind``/``sstage``/``speer``: of each chain's stream."""
-    compute_chains = []
-    comm_chains = []
+    sent or received), in chain order, kinds in the order of their first chain.
+    ``skind``/``sstage``/``speer``: of each chain's stream. Grouped with one sort each (by
+    stage; by stage, kind and chain), not a pass per stage."""
+    i64 = np.int64
+    chains = np.arange(skind.size, dtype=i64)
     own = (skind != StreamKind.COMPUTE) & (skind != StreamKind.LINK) & (skind != StreamKind.OTHER)
     link = skind == StreamKind.LINK
     code = np.where(link, int(CommKind.PP), chain_kind)
-    comp = skind == StreamKind.COMPUTE
-    for s in range(p):
-        compute_chains.append(np.flatnonzero(comp & (sstage == s)))
-        mine = np.flatnonzero((own & (sstage == s)) | (link & ((sstage == s) | (speer == s))))
-        codes = code[mine]
-        present, first = unique_first(codes)
-        comm_chains.append({COMM_KINDS[int(k)]: mine[codes == k]
-                            for k in present[np.argsort(first)].tolist()})
+    comp = chains[(skind == StreamKind.COMPUTE) & (sstage >= 0) & (sstage < p)]
+    comp = comp[np.argsort(sstage[comp], kind="stable")]
+    bounds = np.searchsorted(sstage[comp], np.arange(p + 1, dtype=i64)).tolist()
+    compute_chains = [comp[bounds[s]:bounds[s + 1]] for s in range(p)]
+    # a link's chain belongs to its sender's and its receiver's stage
+    peer = chains[link & (speer != sstage)]
+    ch = np.concatenate([chains[own | link], peer])
+    st = np.concatenate([sstage[own | link], speer[peer]])
+    keep = (st >= 0) & (st < p)
+    ch, st = ch[keep], st[keep]
+    cd = code[ch]
+    o = np.lexsort((ch, cd, st))
+    ch, st, cd = ch[o], st[o], cd[o]
+    new = np.ones(ch.size, dtype=bool)
+    new[1:] = (st[1:] != st[:-1]) | (cd[1:] != cd[:-1])
+    g_lo = np.flatnonzero(new)
+    g_hi = np.append(g_lo[1:], ch.size)
+    g_order = np.lexsort((ch[g_lo], st[g_lo]))  # per stage, kinds by their first chain
+    comm_chains: list[dict[str, IntArray]] = [{} for _ in range(p)]
+    for s, k, lo, hi in zip(st[g_lo][g_order].tolist(), cd[g_lo][g_order].tolist(),
+                            g_lo[g_order].tolist(), g_hi[g_order].tolist(), strict=True):
+        comm_chains[s][COMM_KINDS[k]] = ch[lo:hi]
     return compute_chains, comm_chains
 
 

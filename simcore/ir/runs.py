@@ -201,7 +201,8 @@ class RunBuilder:
         return nid
 
     def runs(self, res: IntArray, unit: IntArray, repeat: IntArray, dep: IntArray,
-             dep_ref: IntArray, node_id: IntArray, stage: int) -> IntArray:
+             dep_ref: IntArray, node_id: IntArray, stage: int | IntArray,
+             extra: tuple[IntArray, IntArray, IntArray] | None = None) -> IntArray:
         """Issue k single-resource runs at once, as k calls of :meth:`run` would, with numpy.
 
         Args:
@@ -210,7 +211,10 @@ class RunBuilder:
             dep_ref: (k,) index of an earlier run of the batch whose last op the run waits for
                 instead (-1: ``dep``).
             node_id: (k,) explicit id of a one-op run, -1 for none.
-            stage: ``stage`` attribute of every op.
+            stage: ``stage`` attribute of every op, or (k,) of each run's ops.
+            extra: more dependencies of the runs' first ops, as (row, ref, id) arrays: run
+                ``row`` also waits for the last op of the earlier run ``ref`` (>= 0) or else
+                for the op ``id``.
 
         Returns:
             (k,) the id of each run's last op.
@@ -237,6 +241,12 @@ class RunBuilder:
         prev_id = np.where(inside, ids[np.maximum(prev_in, 0)], s_last_id)
         has_prev = inside | (s_last >= 0)
         head = ~(inside | (s_chain >= 0)) | ((dep >= 0) & (dep != prev_id))
+        if extra is not None:
+            x_row, x_ref, x_id = extra
+            if (x_ref >= x_row).any():
+                raise InputError(f"{self._source}: runs", "extra", "must name an earlier run")
+            x_dep = np.where(x_ref >= 0, ids[x_ref], x_id)
+            head[x_row[x_dep != prev_id[x_row]]] = True
         c0 = len(self._c_res)
         new_chain = c0 - 1 + np.cumsum(head)
         # a run that continues takes the chain of the last head before it on its stream
@@ -252,10 +262,15 @@ class RunBuilder:
         self._c_unit.extend(unit[hs].tolist())
         e1 = hs[dep[hs] >= 0]
         e2 = hs[has_prev[hs]]
-        self._edge_blocks.append(np.concatenate([
-            np.stack([chain[e1], dep[e1]], axis=1), np.stack([chain[e2], prev_id[e2]], axis=1)]))
+        blocks = [np.stack([chain[e1], dep[e1]], axis=1),
+                  np.stack([chain[e2], prev_id[e2]], axis=1)]
+        if extra is not None:
+            e3 = head[x_row]
+            blocks.append(np.stack([chain[x_row[e3]], x_dep[e3]], axis=1))
+        self._edge_blocks.append(np.concatenate(blocks))
         self._piece_blocks.append(np.stack(
-            [chain, unit, repeat, ends, np.full(k, stage, dtype=i64), res], axis=1))
+            [chain, unit, repeat, ends, np.broadcast_to(np.asarray(stage, dtype=i64), (k,)), res],
+            axis=1))
         named = np.flatnonzero(node_id >= 0)
         if named.size:
             if (lens[named] != 1).any():

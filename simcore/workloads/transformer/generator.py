@@ -49,7 +49,12 @@ from simcore.limits import limit
 from simcore.specs.parallel import ParallelSpec
 from simcore.workloads._base import Workload
 from simcore.workloads.layout import GroupSpan, RankLayout
-from simcore.workloads.pipeline import PipeOp, stage_program, stage_program_arrays
+from simcore.workloads.pipeline import (
+    PipeOp,
+    pipeline_program_arrays,
+    stage_program,
+    stage_program_arrays,
+)
 from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
 from simcore.workloads.transformer.layers import LayerOps, Step, build_layer_ops
 from simcore.workloads.transformer.spec import ModelSpec
@@ -200,6 +205,11 @@ class _Generator:
 
     def send_id(self, forward: bool, micro_batch: int, v: int) -> int:
         return _SEND_BASE + ((0 if forward else 1) * self.m + micro_batch) * self.V + v
+
+    def emit_plan(self) -> tuple[int, ...]:
+        """Emit every stage in order; returns each stage's most micro-batch chunks alive."""
+        self.path = "per-stage"
+        return tuple(self.stage(s) for s in range(self.par.pp))
 
     # --- per stage -------------------------------------------------------------------------
     def stage(self, s: int) -> int:
@@ -356,7 +366,12 @@ class _RunGenerator(_Generator):
     """The same emission into a :class:`~simcore.ir.runs.RunBuilder`: a pass whose layers wait
     for nothing but the previous op is one run of ``layers`` x the layer's ops (no node objects);
     anything else (ZeRO-3 gathers, TP overlap pieces, CP rings, per-layer gradient reductions)
-    goes node by node through the same code as :class:`_Generator`."""
+    goes node by node through the same code as :class:`_Generator`. A plan without ZeRO-3, TP
+    overlap or CP is emitted whole by :meth:`_plan_batch`; the per-stage run emission
+    (:meth:`_passes`, :meth:`_regular`, :meth:`_forward`, :meth:`_backward`) then only runs
+    when :meth:`plan_batched` is overridden (the tests' reference for the one batch), since
+    the plans left to :meth:`stage` are ZeRO-3 or have no plain pass units, both handed to
+    :class:`_Generator`'s code by those methods."""
 
     def __init__(self, model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> None:
         super().__init__(model, par, gpus_per_node)
@@ -369,6 +384,278 @@ class _RunGenerator(_Generator):
 
     def _unit(self, steps: tuple[Step, ...]) -> int | None:
         return _unit_of(self.rb, steps, self.par.tp_comm_overlap)
+
+    def plan_batched(self) -> bool:
+        """The whole plan is one :meth:`RunBuilder.runs` batch (:meth:`_plan_batch`): no
+        ZeRO-3, and every pass's steps are plain runs (no TP overlap pieces, no CP ring)."""
+        lo = self.lops
+        units = (self.fwd_unit, self.bwd_unit, self._unit(lo.head_fwd), self._unit(lo.head_bwd))
+        return self.par.zero_stage != 3 and all(u is not None for u in units)
+
+    def emit_plan(self) -> tuple[int, ...]:
+        if not self.plan_batched():
+            return super().emit_plan()
+        self.path = "batched"
+        return self._plan_batch()
+
+    def _stage_params(self, s: int, n_layers: int) -> float:
+        stage_params = self.layer_params * n_layers
+        return stage_params + (self.emb_params if s in (0, self.par.pp - 1) else 0.0)
+
+    def _last_stage_tail(self, e: RunEmitter, grads: list[int], opt_tmpl: int,
+                         n_gathers: int) -> None:
+        """The last stage's tied-embedding all-reduce, optimizer step (waiting for ``grads``
+        and the all-reduce) and ``n_gathers`` parameter gathers after it, op by op."""
+        e.last = self.rb.last_id(e.compute_res)
+        grads.append(self._tied_embedding(e))
+        opt = e.comp(opt_tmpl, grads)
+        dp = Stream(StreamKind.DP, e.stage)
+        for _ in range(n_gathers):
+            self._dp_nodes(e, dp, self.gather_tmpl, [opt])
+
+    def _plan_streams(self, st: NDArray[np.int64], fwd: NDArray[np.bool_],
+                      sends: NDArray[np.bool_], special: NDArray[np.bool_], per_stage: int,
+                      pre_gather: bool) -> tuple[list[RunEmitter], NDArray[np.int64],
+                                                 NDArray[np.int64], NDArray[np.int64]]:
+        """Create the streams of :meth:`_plan_batch` in the order :meth:`stage` creates them
+        (per stage: compute, dp if gathers are prefetched, then per group of passes (a
+        forward waiting for gathers, then the regular passes up to the next such forward)
+        that forward's link, the regular passes' links by destination, dp). Returns the
+        emitters and the compute and dp resource of each stage, and the link resource by
+        (source, destination) stage (-1: none)."""
+        rb, pp, i64 = self.rb, self.par.pp, np.int64
+        n_pass = int(st.size)
+        stage_first = np.zeros(n_pass, dtype=bool)
+        stage_first[::per_stage] = True
+        group = np.cumsum(special | stage_first) - 1  # [special forward] + regular passes
+        n_grp = int(group[-1]) + 1
+        plain = ~special
+        seg_any = np.bincount(group[plain], minlength=n_grp) > 0
+        seg_f = np.bincount(group[plain & fwd & sends], minlength=n_grp) > 0
+        seg_b = np.bincount(group[plain & ~fwd & sends], minlength=n_grp) > 0
+        gfirst = np.flatnonzero(special | stage_first)
+        g_spec = (special & sends)[gfirst].tolist()
+        g_st = st[gfirst].tolist()
+        emitters: list[RunEmitter] = []
+        dp_res = np.zeros(pp, dtype=i64)
+        comp_res = np.zeros(pp, dtype=i64)
+        link_tab = np.full((pp, pp), -1, dtype=i64)
+
+        def link(s: int, d: int) -> None:
+            if (s, d) not in self._links:
+                self._links[(s, d)] = rb.stream(Stream.link(s, d))
+            link_tab[s, d] = self._links[(s, d)]
+
+        for s, sp_send, any_, f_, b_ in zip(g_st, g_spec, seg_any.tolist(), seg_f.tolist(),
+                                            seg_b.tolist(), strict=True):
+            if len(emitters) == s:
+                e = cast(RunEmitter, self._emitter(s))
+                emitters.append(e)
+                comp_res[s] = e.compute_res
+                if pre_gather:
+                    dp_res[s] = rb.stream(Stream(StreamKind.DP, s))
+            df, db = (s + 1) % pp, (s - 1) % pp
+            if sp_send:
+                link(s, df)
+            if any_:
+                for d in sorted({d for d, on in ((df, f_), (db, b_)) if on}):
+                    link(s, d)
+                dp_res[s] = rb.stream(Stream(StreamKind.DP, s))
+        return emitters, comp_res, dp_res, link_tab
+
+    def _plan_batch(self) -> tuple[int, ...]:
+        """Every stage as :meth:`stage` emits it, in one :meth:`RunBuilder.runs` call.
+
+        Rows per stage, in this order: the prefetched ZeRO-1/2 parameter gathers, the passes
+        (as :meth:`_regular`; a forward waiting for gathers has one run per layer, each also
+        waiting for its layer's gather), the reductions after the flush, the embedding's
+        gradient reduction, the optimizer step (waiting for the stage's reductions and, on
+        stage 0, the tied-embedding all-reduce's reserved id) and the gathers after it. The
+        rows are built per section for all stages with numpy and put in stage order with one
+        stable sort. With pp > 1 the last stage's tied-embedding all-reduce (one node on two
+        stages' streams), its optimizer step and the gathers after it follow op by op.
+        Streams are created in the order :meth:`stage` creates them (their ids are part of
+        the result). Returns each stage's most micro-batch chunks alive at once."""
+        p, rb, lo = self.par, self.rb, self.lops
+        pp, vp, m, big_v = p.pp, p.vp, self.m, self.V
+        i64 = np.int64
+        ov = p.dp_overlap
+        gathers_on = p.zero_stage in (1, 2) or self.bf16_opt
+        pre_gather = gathers_on and ov
+        lay = np.asarray(self.chunk_layers, dtype=i64)  # per virtual stage
+        lay_cs = lay.reshape(vp, pp)  # [chunk, stage]
+        n_layers = lay_cs.sum(axis=0)
+        n_layers_l = n_layers.tolist()
+        g, gg = len(self.grad_tmpl), len(self.gather_tmpl)
+        u_fwd, u_bwd = int(cast(int, self.fwd_unit)), int(cast(int, self.bwd_unit))
+        u_hf, u_hb = int(cast(int, self._unit(lo.head_fwd))), int(cast(int,
+                                                                     self._unit(lo.head_bwd)))
+        u_ef, u_eb = rb.unit((lo.embed_fwd,)), rb.unit((lo.embed_bwd,))
+        u_grad = np.asarray([rb.unit((t,)) for t in self.grad_tmpl], dtype=i64)
+        u_gather = np.asarray([rb.unit((t,)) for t in self.gather_tmpl], dtype=i64)
+        u_embg = rb.unit((self.emb_grad,))
+        opt_t = [self.opt_tmpl(self._stage_params(s, n_layers_l[s])) for s in range(pp)]
+        u_opt = np.asarray([rb.unit((t,)) for t in opt_t], dtype=i64)
+
+        # --- the passes of all stages ----------------------------------------------------
+        st, fwd, mb, chunk, kk = pipeline_program_arrays(pp, vp, m)
+        n_pass = int(st.size)
+        v = chunk * pp + st
+        layers = lay[v]
+        first, last = v == 0, v == big_v - 1
+        # the first forward of each chunk waits for the chunk's prefetched gathers
+        special = fwd & (kk < pp * vp) & (kk % pp == 0) if pre_gather else np.zeros(n_pass, bool)
+        reduces = ~fwd & ((p.zero_stage >= 2) | (mb == m - 1))
+        red = reduces & ov
+        pre = np.where(fwd & first, u_ef, np.where(~fwd & last, u_hb, -1))
+        post = np.where(fwd & last, u_hf, np.where(~fwd & first, u_eb, -1))
+        sends = np.where(fwd, ~last, ~first)
+        has_pre, has_post = (pre >= 0).astype(i64), (post >= 0).astype(i64)
+        n_main = np.where(red, layers * (1 + g), np.where(special, layers, 1))
+        n_call = has_pre + n_main + has_post + sends
+        start = np.cumsum(n_call) - n_call
+        n_rows = int(start[-1] + n_call[-1])
+        pi = np.repeat(np.arange(n_pass, dtype=i64), n_call)
+        idx = np.arange(n_rows, dtype=i64)
+        pos = idx - start[pi]
+        j = pos - has_pre[pi]
+        is_pre = pos < has_pre[pi]
+        is_main = ~is_pre & (j < n_main[pi])
+        is_post = ~is_pre & ~is_main & (j == n_main[pi]) & (has_post[pi] > 0)
+        is_send = ~is_pre & ~is_main & ~is_post
+        r = np.where(red[pi] & is_main, j % (1 + g), 0)  # 0: layer run, 1..g: reductions
+        unit = np.where(is_pre, pre[pi], np.where(is_post, post[pi], self._send_unit))
+        unit = np.where(is_main & (r == 0), np.where(fwd[pi], u_fwd, u_bwd), unit)
+        if g:
+            unit = np.where(is_main & (r > 0), u_grad[np.maximum(r - 1, 0)], unit)
+        rep = np.where(is_main & (r == 0), np.where(red[pi] | special[pi], 1, layers[pi]), 1)
+        base = np.where(fwd, 0, m)  # send ids as :meth:`send_id`
+        recv = np.where(fwd, np.where(first, -1, _SEND_BASE + (base + mb) * big_v + v - 1),
+                        np.where(last, -1, _SEND_BASE + (base + mb) * big_v + v + 1))
+        dep = np.where(is_main & (j == 0), recv[pi], -1)
+        dep_ref = np.where(is_main & (r > 0), idx - r, -1)
+        last_compute = start + has_pre + np.where(
+            has_post > 0, n_main, np.where(red, n_main - 1 - g, n_main - 1))
+        dep_ref = np.where(is_send, last_compute[pi], dep_ref)
+        dst = np.where(fwd, v + 1, v - 1) % pp
+        nid = np.where(is_send, _SEND_BASE + (base[pi] + mb[pi]) * big_v + v[pi], -1)
+        row_st = st[pi]
+
+        # --- streams, in the order :meth:`stage` creates them -----------------------------
+        per_stage = 2 * m * vp
+        emitters, comp_res, dp_res, link_tab = self._plan_streams(st, fwd, sends, special,
+                                                                  per_stage, pre_gather)
+        res = np.where(is_send, link_tab[row_st, dst[pi]],
+                       np.where(r > 0, dp_res[row_st], comp_res[row_st]))
+
+        # --- sections of all stages, concatenated as G(athers), P(asses), R(eductions after
+        # the flush), E(mbedding reduction), O(ptimizer), A(fter-step gathers); refs index
+        # the concatenation
+        s_all = np.arange(pp, dtype=i64)
+
+        def spread(counts: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64],
+                                                        NDArray[np.int64]]:
+            """(stage, index within the stage's section, section start) of counts[s] rows."""
+            starts = np.cumsum(counts) - counts
+            rs = np.repeat(s_all, counts)
+            return rs, np.arange(rs.size, dtype=i64) - starts[rs], starts
+
+        n_g = n_layers * gg if pre_gather else np.zeros(pp, dtype=i64)
+        g_rs, g_loc, g_start = spread(n_g)
+        o_p = int(g_rs.size)
+        # a forward waiting for gathers: layer j of chunk c waits for gather (c, j)'s last op
+        c_off = np.cumsum(lay_cs, axis=0) - lay_cs  # [chunk, stage] first layer of the chunk
+        xs = np.flatnonzero(is_main & special[pi])
+        xs_ref = g_start[row_st[xs]] + (c_off[chunk[pi[xs]], row_st[xs]] + j[xs]) * gg + gg - 1
+        e_last = o_p + last_compute[np.arange(1, pp + 1, dtype=i64) * per_stage - 1]
+        o_r = o_p + n_rows
+        n_red = np.zeros(pp, dtype=i64) if ov else np.bincount(
+            st[reduces], weights=layers[reduces], minlength=pp).astype(i64)
+        if g == 1:
+            n_r = (n_red > 0).astype(i64)
+            r_rs, r_loc, r_start = spread(n_r)
+            r_unit = np.full(r_rs.size, u_grad[0], dtype=i64)
+            r_rep = n_red[r_rs]
+            r_ref = e_last[r_rs]
+        else:
+            n_r = n_red * g
+            r_rs, r_loc, r_start = spread(n_r)
+            r_unit = u_grad[r_loc % g]
+            r_rep = np.ones(r_rs.size, dtype=i64)
+            r_ref = np.where(r_loc < g, e_last[r_rs], o_r + r_start[r_rs] + (r_loc // g) * g - 1)
+        tail = np.where(n_r > 0, o_r + r_start + n_r - 1, e_last)
+        o_e = o_r + int(r_rs.size)
+        e_rs = np.asarray(sorted({0, pp - 1}), dtype=i64)
+        e_ref = (e_last if ov else tail)[e_rs]
+        e_row = np.full(pp, -1, dtype=i64)
+        e_row[e_rs] = o_e + np.arange(e_rs.size, dtype=i64)
+        o_o = o_e + int(e_rs.size)
+        tied = pp > 1
+        o_rs = s_all[:-1] if tied else s_all
+        o_row = np.full(pp, -1, dtype=i64)
+        o_row[o_rs] = o_o + np.arange(o_rs.size, dtype=i64)
+        # the optimizer step waits for the stage's reductions (and stage 0 for the tied
+        # all-reduce's reserved id)
+        if ov:
+            gr = np.flatnonzero(is_main & (r == g) & (r > 0)) if g else np.zeros(0, dtype=i64)
+            x_st = np.concatenate([row_st[gr], e_rs])
+            x_ref = np.concatenate([o_p + gr, e_row[e_rs]])
+        else:
+            x_st = s_all
+            x_ref = np.where(e_row >= 0, e_row, tail)
+        grads_last = x_ref[x_st == pp - 1] if tied else x_ref[:0]
+        keep = o_row[x_st] >= 0
+        x_st, x_ref = x_st[keep], x_ref[keep]
+        x_row = [o_p + xs, o_row[x_st]]
+        x_refs = [xs_ref, x_ref]
+        x_ids = [np.full(xs.size + x_st.size, -1, dtype=i64)]
+        if tied:
+            x_row.append(o_row[:1])
+            x_refs.append(np.full(1, -1, dtype=i64))
+            x_ids.append(np.full(1, _EMB_TIED_ID, dtype=i64))
+        n_a = n_layers * gg if gathers_on and not ov else np.zeros(pp, dtype=i64)
+        if tied:
+            n_a[-1] = 0
+        a_rs, a_loc, _ = spread(n_a)
+
+        sec = (g_rs, row_st, r_rs, e_rs, o_rs, a_rs)
+        stage_c = np.concatenate(sec)
+        key = stage_c * 6 + np.repeat(np.arange(6, dtype=i64), [x.size for x in sec])
+        order = np.argsort(key, kind="stable")
+        inv = np.empty_like(order)
+        inv[order] = np.arange(order.size, dtype=i64)
+        ones = np.ones
+        nothing = np.full
+
+        def cat(*parts: NDArray[np.int64]) -> NDArray[np.int64]:
+            return np.concatenate(parts)[order]
+
+        res_c = cat(dp_res[g_rs], res, dp_res[r_rs], dp_res[e_rs], comp_res[o_rs], dp_res[a_rs])
+        unit_c = cat(u_gather[g_loc % gg] if gg else g_loc, unit, r_unit,
+                     np.full(e_rs.size, u_embg, dtype=i64), u_opt[o_rs], u_gather[a_loc % gg]
+                     if gg else a_loc)
+        rep_c = cat(ones(g_rs.size, dtype=i64), rep, r_rep, ones(e_rs.size, dtype=i64),
+                    ones(o_rs.size, dtype=i64), ones(a_rs.size, dtype=i64))
+        dep_c = cat(nothing(g_rs.size, -1, dtype=i64), dep, nothing(r_rs.size, -1, dtype=i64),
+                    nothing(e_rs.size, -1, dtype=i64), nothing(o_rs.size, -1, dtype=i64),
+                    nothing(a_rs.size, -1, dtype=i64))
+        ref_c = cat(nothing(g_rs.size, -1, dtype=i64), np.where(dep_ref >= 0, o_p + dep_ref, -1),
+                    r_ref, e_ref, nothing(o_rs.size, -1, dtype=i64), o_row[a_rs])
+        ref_c = np.where(ref_c >= 0, inv[ref_c], -1)
+        nid_c = cat(nothing(g_rs.size, -1, dtype=i64), nid, nothing(r_rs.size, -1, dtype=i64),
+                    nothing(e_rs.size, -1, dtype=i64), nothing(o_rs.size, -1, dtype=i64),
+                    nothing(a_rs.size, -1, dtype=i64))
+        xr, xf = np.concatenate(x_refs), np.concatenate(x_ids)
+        extra = (inv[np.concatenate(x_row)], np.where(xr >= 0, inv[np.maximum(xr, 0)], -1), xf)
+        ids = rb.runs(res_c, unit_c, rep_c, dep_c, ref_c, nid_c, stage_c[order], extra)
+
+        alive = np.cumsum(np.where(fwd, 1, -1))
+        peaks = np.maximum(np.maximum.reduceat(alive, np.arange(pp) * per_stage), 0)
+        if tied:  # the last stage's tail op by op, as :meth:`stage`
+            self.first_stage_end = int(ids[inv[e_last[0]]])
+            self._last_stage_tail(emitters[-1], ids[inv[grads_last]].tolist(), opt_t[-1],
+                                  int(n_layers[-1]) if gathers_on and not ov else 0)
+        return tuple(int(x) for x in peaks)
 
     def _passes(self, e: Emitter, dp: Stream) -> tuple[list[int], int, int]:
         """Passes whose ops are runs, sends and per-layer gradient reductions are emitted
@@ -597,7 +884,7 @@ def build_transformer(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: i
     (:func:`build_transformer_nodes`) only when something reads them (a timeline, an export,
     a fidelity that transforms the graph)."""
     gen = _RunGenerator(model, parallel, gpus_per_node)
-    flights = tuple(gen.stage(s) for s in range(parallel.pp))
+    flights = gen.emit_plan()
     chains = gen.rb.build()
 
     def nodes() -> Graph:  # the exact node count is known: bounded before any node is built
@@ -620,7 +907,7 @@ def build_transformer_nodes(model: ModelSpec, parallel: ParallelSpec, gpus_per_n
                             ) -> TransformerWorkload:
     """:func:`build_transformer` with every node built (one object per op; the reference)."""
     gen = _Generator(model, parallel, gpus_per_node)
-    flights = tuple(gen.stage(s) for s in range(parallel.pp))
+    flights = gen.emit_plan()
     return TransformerWorkload(graph=gen.b.build(), ops=gen.ops, num_stages=parallel.pp,
                                in_flight=flights, layers_per_chunk=max(gen.chunk_layers),
                                dp_overlap=parallel.dp_overlap, chunk_layers=gen.chunk_layers)

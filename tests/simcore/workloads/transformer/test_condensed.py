@@ -20,8 +20,12 @@ from simcore.hardware.batch import SystemBatch
 from simcore.ir.graph import LazyGraph
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
-from simcore.workloads.pipeline import stage_program, stage_program_arrays
-from simcore.workloads.transformer.generator import build_transformer, build_transformer_nodes
+from simcore.workloads.pipeline import pipeline_program_arrays, stage_program, stage_program_arrays
+from simcore.workloads.transformer.generator import (
+    _RunGenerator,
+    build_transformer,
+    build_transformer_nodes,
+)
 from simcore.workloads.transformer.spec import ModelSpec
 
 DENSE = ModelSpec(name="dense", num_layers=12, hidden_size=1024, num_heads=16, seq_len=1024,
@@ -50,6 +54,28 @@ PLANS = [
     (MOE, 32, ParallelSpec(tp=2, pp=2, ep=4, global_batch=16, sequence_parallel=True,
                            zero_stage=1)),
     (MOE, 32, ParallelSpec(tp=1, pp=4, vp=2, ep=2, global_batch=32, recompute="selective")),
+    # the whole-plan batch's edges: pp 1, ZeRO-1/2 gathers with and without DP overlap,
+    # interleaving (pp 2: both sends to one link; pp 3), fewer micro-batches than stages,
+    # uneven first/last stages, MoE's two reductions and gathers per layer, DeepSpeed's
+    # BF16_Optimizer (gathers without ZeRO), fp16, no DP overlap without ZeRO
+    (DENSE, 8, ParallelSpec(tp=8, pp=1, global_batch=16, zero_stage=1)),
+    (DENSE, 16, ParallelSpec(tp=8, pp=1, global_batch=16, zero_stage=1, dp_overlap=False)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=2, vp=2, global_batch=16, zero_stage=1)),
+    (DENSE, 48, ParallelSpec(tp=2, pp=3, vp=2, global_batch=24, zero_stage=2,
+                             dp_overlap=False)),
+    (DENSE, 64, ParallelSpec(tp=2, pp=4, global_batch=16, zero_stage=2)),
+    (DENSE, 64, ParallelSpec(tp=1, pp=8, global_batch=24, zero_stage=1)),
+    (DENSE, 40, ParallelSpec(tp=2, pp=5, global_batch=60, first_stage_layers=4,
+                             last_stage_layers=1, zero_stage=1, dp_overlap=False)),
+    (DENSE, 64, ParallelSpec(tp=2, pp=4, vp=3, global_batch=64, zero_stage=2)),
+    (MOE, 32, ParallelSpec(tp=2, pp=2, ep=4, global_batch=16, zero_stage=1, dp_overlap=False)),
+    (MOE, 64, ParallelSpec(tp=1, pp=4, vp=2, ep=2, global_batch=64, zero_stage=2)),
+    (MOE, 64, ParallelSpec(tp=1, pp=4, ep=2, global_batch=16, dp_overlap=False)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, global_batch=32, grad_accumulation_fusion=False,
+                             bf16_optimizer=True)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=2, global_batch=16, precision="fp16",
+                             grad_accumulation_fusion=False, zero_stage=1, dp_overlap=False)),
+    (DENSE, 8, ParallelSpec(tp=4, pp=2, global_batch=2)),
 ]
 
 
@@ -142,10 +168,32 @@ def test_stage_program_arrays_is_the_program(pp: int, vp: int) -> None:
     for m in (1, 2, pp, 2 * pp, 3 * pp + (1 if vp == 1 else 0)):
         if vp > 1 and m % pp:
             continue
+        stage, fwd_all, mb_all, chunk_all, k_all = pipeline_program_arrays(pp, vp, m)
         for s in range(pp):
             fwd, mb, chunk = stage_program_arrays(s, pp, vp, m)
             want = [tuple(op) for op in stage_program(s, pp, vp, m)]
             assert list(zip(fwd.tolist(), mb.tolist(), chunk.tolist(), strict=True)) == want
+            mine = stage == s
+            got = zip(fwd_all[mine].tolist(), mb_all[mine].tolist(), chunk_all[mine].tolist(),
+                      strict=True)
+            assert list(got) == want
+            # k: the pass's index among its stage's forwards (backwards)
+            for forward in (True, False):
+                sel = fwd_all[mine] == forward
+                assert k_all[mine][sel].tolist() == list(range(int(sel.sum())))
+
+
+@pytest.mark.parametrize(("model", "gpus", "plan"), PLANS, ids=[f"p{i}" for i in range(len(PLANS))])
+def test_plans_without_zero3_tp_overlap_or_cp_are_one_batch(model: ModelSpec, gpus: int,
+                                                            plan: ParallelSpec) -> None:
+    """The whole-plan batch is taken exactly where it applies (not silently skipped)."""
+    system = SystemSpec(num_gpus=gpus)
+    par, reason = check_structure(model, plan, system)
+    assert par is not None, reason
+    gen = _RunGenerator(model, par, system.gpus_per_node)
+    gen.emit_plan()
+    per_stage = par.zero_stage == 3 or par.tp_comm_overlap or par.cp > 1
+    assert gen.path == ("per-stage" if per_stage else "batched")
 
 
 def test_compiled_condensed_workload_pickles_with_its_nodes() -> None:
@@ -156,3 +204,27 @@ def test_compiled_condensed_workload_pickles_with_its_nodes() -> None:
     back = pickle.loads(pickle.dumps(new))
     np.testing.assert_array_equal(back.plan.order, old.plan.order)
     assert back.workload.graph.num_nodes == old.workload.graph.num_nodes
+
+
+@pytest.mark.parametrize(("model", "gpus", "plan"), PLANS, ids=[f"p{i}" for i in range(len(PLANS))])
+def test_whole_plan_batch_records_the_per_stage_runs(model: ModelSpec, gpus: int,
+                                                     plan: ParallelSpec,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-batch build is the per-stage build's condensed graph, field by field (incl.
+    the stream ids, which follow the order the per-stage emitter creates the streams in)."""
+    system = SystemSpec(num_gpus=gpus)
+    par, reason = check_structure(model, plan, system)
+    assert par is not None, reason
+    one = build_transformer(model, par, system.gpus_per_node)
+    monkeypatch.setattr(_RunGenerator, "plan_batched", lambda self: False)
+    ref = build_transformer(model, par, system.gpus_per_node)
+    assert one.condensed is not None and ref.condensed is not None
+    a, b = one.condensed.chains, ref.condensed.chains
+    assert one.in_flight == ref.in_flight
+    assert one.ops.templates == ref.ops.templates
+    assert a.num_nodes == b.num_nodes and a.streams == b.streams
+    _same_csr(a.seg_counts, b.seg_counts)
+    for name in ("seg_chain", "seg_stage", "chain_seg_ptr", "pred_ptr", "pred_seg",
+                 "chain_stream", "chain_first_template", "resource_counts",
+                 "stage_other_counts"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
