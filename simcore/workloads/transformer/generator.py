@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -134,6 +134,55 @@ class TransformerWorkload(Workload):
 
 
 _SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
+
+
+class _PassRows(NamedTuple):
+    """The run rows of a sequence of pipeline passes, one row per :meth:`RunBuilder.runs` row
+    (see :func:`_pass_rows`)."""
+
+    pi: NDArray[np.int64]  # the pass of every row
+    start: NDArray[np.int64]  # per pass, its first row
+    j: NDArray[np.int64]  # per row, its position after the pass's leading op
+    has_pre: NDArray[np.int64]  # per pass, 1 when an op precedes the layers
+    has_post: NDArray[np.int64]  # per pass, 1 when an op follows the layers
+    sends: NDArray[np.bool_]  # per pass, True when it ends with a send to the next stage
+    is_main: NDArray[np.bool_]  # per row, a layer run or one of its reductions
+    is_send: NDArray[np.bool_]  # per row, the send
+    r: NDArray[np.int64]  # per row, 0 for a layer run, 1..g for its reductions
+    unit: NDArray[np.int64]  # per row, the run's unit
+
+
+def _pass_rows(fwd: NDArray[np.bool_], first: NDArray[np.bool_], last: NDArray[np.bool_],
+               red: NDArray[np.bool_], n_main: NDArray[np.int64], units: Sequence[int],
+               u_grad: NDArray[np.int64], send_unit: int) -> _PassRows:
+    """Row layout of passes emitted as runs, per pass in order: the embedding's forward (first
+    virtual stage) or the output layer's backward (last), the ``n_main`` layer rows (a backward
+    reducing as it goes: per layer its run then its ``len(u_grad)`` reductions), the output
+    layer's forward or the embedding's backward, the send (every pass but the pipeline's ends).
+    ``units``: the forward, backward, output-forward, output-backward, embedding-forward and
+    embedding-backward units."""
+    i64 = np.int64
+    u_fwd, u_bwd, u_hf, u_hb, u_ef, u_eb = (int(u) for u in units)
+    g = int(u_grad.size)
+    pre = np.where(fwd & first, u_ef, np.where(~fwd & last, u_hb, -1))
+    post = np.where(fwd & last, u_hf, np.where(~fwd & first, u_eb, -1))
+    sends = np.where(fwd, ~last, ~first)
+    has_pre, has_post = (pre >= 0).astype(i64), (post >= 0).astype(i64)
+    n_call = has_pre + n_main + has_post + sends
+    start = np.cumsum(n_call) - n_call
+    pi = np.repeat(np.arange(n_call.size, dtype=i64), n_call)
+    pos = np.arange(pi.size, dtype=i64) - start[pi]
+    j = pos - has_pre[pi]
+    is_pre = pos < has_pre[pi]
+    is_main = ~is_pre & (j < n_main[pi])
+    is_post = ~is_pre & ~is_main & (j == n_main[pi]) & (has_post[pi] > 0)
+    is_send = ~is_pre & ~is_main & ~is_post
+    r = np.where(red[pi] & is_main, j % (1 + g), 0)  # 0: layer run, 1..g: reductions
+    unit = np.where(is_pre, pre[pi], np.where(is_post, post[pi], send_unit))
+    unit = np.where(is_main & (r == 0), np.where(fwd[pi], u_fwd, u_bwd), unit)
+    if g:
+        unit = np.where(is_main & (r > 0), u_grad[np.maximum(r - 1, 0)], unit)
+    return _PassRows(pi, start, j, has_pre, has_post, sends, is_main, is_send, r, unit)
 _EMB_TIED_ID = 1 << 41  # the first/last-stage embedding all-reduce
 
 
@@ -507,27 +556,14 @@ class _RunGenerator(_Generator):
         special = fwd & (kk < pp * vp) & (kk % pp == 0) if pre_gather else np.zeros(n_pass, bool)
         reduces = ~fwd & ((p.zero_stage >= 2) | (mb == m - 1))
         red = reduces & ov
-        pre = np.where(fwd & first, u_ef, np.where(~fwd & last, u_hb, -1))
-        post = np.where(fwd & last, u_hf, np.where(~fwd & first, u_eb, -1))
-        sends = np.where(fwd, ~last, ~first)
-        has_pre, has_post = (pre >= 0).astype(i64), (post >= 0).astype(i64)
         n_main = np.where(red, layers * (1 + g), np.where(special, layers, 1))
-        n_call = has_pre + n_main + has_post + sends
-        start = np.cumsum(n_call) - n_call
-        n_rows = int(start[-1] + n_call[-1])
-        pi = np.repeat(np.arange(n_pass, dtype=i64), n_call)
+        rows = _pass_rows(fwd, first, last, red, n_main, (u_fwd, u_bwd, u_hf, u_hb, u_ef, u_eb),
+                          u_grad, self._send_unit)
+        pi, start, j, is_main, is_send, r, unit = (rows.pi, rows.start, rows.j, rows.is_main,
+                                                   rows.is_send, rows.r, rows.unit)
+        has_pre, has_post, sends = rows.has_pre, rows.has_post, rows.sends
+        n_rows = int(pi.size)
         idx = np.arange(n_rows, dtype=i64)
-        pos = idx - start[pi]
-        j = pos - has_pre[pi]
-        is_pre = pos < has_pre[pi]
-        is_main = ~is_pre & (j < n_main[pi])
-        is_post = ~is_pre & ~is_main & (j == n_main[pi]) & (has_post[pi] > 0)
-        is_send = ~is_pre & ~is_main & ~is_post
-        r = np.where(red[pi] & is_main, j % (1 + g), 0)  # 0: layer run, 1..g: reductions
-        unit = np.where(is_pre, pre[pi], np.where(is_post, post[pi], self._send_unit))
-        unit = np.where(is_main & (r == 0), np.where(fwd[pi], u_fwd, u_bwd), unit)
-        if g:
-            unit = np.where(is_main & (r > 0), u_grad[np.maximum(r - 1, 0)], unit)
         rep = np.where(is_main & (r == 0), np.where(red[pi] | special[pi], 1, layers[pi]), 1)
         base = np.where(fwd, 0, m)  # send ids as :meth:`send_id`
         recv = np.where(fwd, np.where(first, -1, _SEND_BASE + (base + mb) * big_v + v - 1),
@@ -709,27 +745,13 @@ class _RunGenerator(_Generator):
         reduces = ~fwd & ((par.zero_stage >= 2) | (mb == m - 1))
         red = reduces & par.dp_overlap  # reductions issued after each layer's backward
         n_red = int(layers[reduces].sum()) if not par.dp_overlap else 0
-        pre = np.where(fwd & first, u_ef, np.where(~fwd & last, u_hb, -1))
-        post = np.where(fwd & last, u_hf, np.where(~fwd & first, u_eb, -1))
-        sends = np.where(fwd, ~last, ~first)
-        has_pre, has_post = (pre >= 0).astype(i64), (post >= 0).astype(i64)
         n_main = np.where(red, layers * (1 + g), 1)
-        n_call = has_pre + n_main + has_post + sends
-        start = np.cumsum(n_call) - n_call
-        total = int(n_call.sum())
-        pi = np.repeat(np.arange(k, dtype=i64), n_call)  # pass of every call
-        pos = np.arange(total, dtype=i64) - start[pi]
-        j = pos - has_pre[pi]  # position within the layers
-        is_pre = pos < has_pre[pi]
-        is_main = ~is_pre & (j < n_main[pi])
-        is_post = ~is_pre & ~is_main & (j == n_main[pi]) & (has_post[pi] > 0)
-        is_send = ~is_pre & ~is_main & ~is_post
-        r = np.where(red[pi] & is_main, j % (1 + g), 0)  # 0: layer run, 1..g: reductions
-        unit = np.where(is_pre, pre[pi], np.where(is_post, post[pi], self._send_unit))
-        unit = np.where(is_main & (r == 0), np.where(fwd[pi], u_fwd, u_bwd), unit)
-        if g:
-            unit = np.where(is_main & (r > 0), np.asarray(u_grad, dtype=i64)[np.maximum(r - 1, 0)],
-                            unit)
+        rows = _pass_rows(fwd, first, last, red, n_main, (u_fwd, u_bwd, u_hf, u_hb, u_ef, u_eb),
+                          np.asarray(u_grad, dtype=i64), self._send_unit)
+        pi, start, j, is_main, is_send, r, unit = (rows.pi, rows.start, rows.j, rows.is_main,
+                                                   rows.is_send, rows.r, rows.unit)
+        has_pre, has_post, sends = rows.has_pre, rows.has_post, rows.sends
+        total = int(pi.size)
         rep = np.where(is_main & (r == 0), np.where(red[pi], 1, layers[pi]), 1)
         base = np.where(fwd, 0, m)  # send ids as :meth:`send_id`
         recv = np.where(fwd, np.where(first, -1, _SEND_BASE + (base + mb) * big_v + v - 1),
