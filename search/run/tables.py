@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from simcore.errors import InputError
 
-__all__ = ["ResultsStore", "Summary", "batch_frame", "format_summary", "summarize"]
+__all__ = ["ResultsStore", "Summary", "batch_frame", "best_rows", "format_summary", "summarize"]
 
 ID_COLUMNS = ("point_id", "point_hash")
 TAIL_COLUMNS = ("feasible", "reason", "batch_id", "worker_node", "eval_start_unix_s",
@@ -134,6 +134,16 @@ class Summary:
     direction: str
 
 
+def best_rows(frame: pl.DataFrame, objective: str, direction: str, k: int) -> pl.DataFrame:
+    """The first ``k`` rows of ``frame`` ranked by ``objective`` (descending when ``direction``
+    is ``maximize``; nulls first, as polars sorts; ties in table order). Only the objective
+    column is sorted and only ``k`` rows gathered: sorting a 903,168-row results table took
+    ~0.6 s, most of it moving its ~30 columns."""
+    order = frame.select(pl.arg_sort_by(objective, descending=direction == "maximize",
+                                        maintain_order=True).head(k)).to_series()
+    return frame[order]
+
+
 def _reason_code(reason: str) -> str:
     """Reason family: "out of memory", "invalid_spec", or the key of a "key=value: rule"."""
     head = reason.split(":", 1)[0].strip()
@@ -147,12 +157,12 @@ def summarize(frame: pl.DataFrame, objective: str, direction: str, top_k: int) -
     ok = frame.filter(pl.col("feasible"))
     best = pl.DataFrame()
     if ok.height and objective in ok.columns:
-        best = ok.sort(objective, descending=direction == "maximize").head(top_k)
+        best = best_rows(ok, objective, direction, top_k)
     bad = frame.filter(~pl.col("feasible"))
     counts: dict[str, int] = {}
-    for reason in bad["reason"].to_list():
+    for reason, n in bad.group_by("reason").len().iter_rows():  # once per distinct reason
         code = _reason_code(reason)
-        counts[code] = counts.get(code, 0) + 1
+        counts[code] = counts.get(code, 0) + int(n)
     return Summary(frame.height, ok.height, dict(sorted(counts.items())), best, objective,
                    direction)
 

@@ -17,7 +17,7 @@ import polars as pl
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from search.run.tables import ResultsStore, format_summary, summarize
+from search.run.tables import ResultsStore, best_rows, format_summary, summarize
 from search.sweep.output import SweepOutcome, read_manifest, write_manifest
 from search.tracking.client import Tracker, flatten_params
 from search.tracking.errors import brief_error
@@ -65,7 +65,7 @@ def format_finding(frame: pl.DataFrame, axes: list[str], objective: str, directi
     ok = frame.filter(pl.col("feasible")) if "feasible" in frame.columns else frame
     if ok.height == 0 or objective not in ok.columns:
         return "finding: no feasible point"
-    best = ok.sort(objective, descending=direction == "maximize").row(0, named=True)
+    best = best_rows(ok, objective, direction, 1).row(0, named=True)
     top = float(best[objective])
     plan = ", ".join(f"{a}={best[a]}" for a in axes)
     lines = [f"finding: best plan {plan}: {objective} = {top:.4g}"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from search.run.tables import ResultsStore, batch_frame, format_summary, summarize
+from search.run.tables import ResultsStore, batch_frame, best_rows, format_summary, summarize
 
 
 def _frame(ids, times, feasible, reasons):
@@ -43,3 +43,29 @@ def test_summary_best_points_and_infeasible_counts_by_reason_code():
     text = format_summary(s, ["parallel.tp"], ["iteration_time_s"])
     assert "infeasible out of memory: 1" in text and "best 2 by iteration_time_s" in text
     assert summarize(frame, "iteration_time_s", "maximize", 1).best["point_id"].to_list() == [2]
+
+
+def test_best_rows_equal_the_first_rows_of_a_stable_sort_ties_and_nulls_included():
+    rng = np.random.default_rng(5)
+    n = 5_000
+    times = rng.choice([1.0, 2.0, 2.5, 3.0, np.nan], n)  # many ties, and NaN (sorts as largest)
+    frame = pl.DataFrame({"point_id": np.arange(n), "iteration_time_s": times,
+                          "mfu": rng.uniform(size=n)})
+    frame = frame.with_columns(  # a few nulls: polars puts them first, ascending or not
+        pl.when(pl.col("point_id") % 997 == 5).then(None).otherwise(pl.col("iteration_time_s"))
+        .alias("iteration_time_s"))
+    for direction in ("minimize", "maximize"):
+        for k in (1, 7, 300, n + 3):
+            want = frame.sort("iteration_time_s", descending=direction == "maximize",
+                              maintain_order=True).head(k)
+            assert best_rows(frame, "iteration_time_s", direction, k).equals(want)
+
+
+def test_infeasible_counts_group_many_rows_by_their_reason_code():
+    n = 3_000
+    reasons = np.where(np.arange(n) % 3 == 0, "out of memory: 90 > 80",
+                       np.where(np.arange(n) % 3 == 1, "parallel.tp=3: must divide 16", ""))
+    frame = _frame(np.arange(n), np.ones(n), reasons == "", reasons)
+    s = summarize(frame, "iteration_time_s", "minimize", top_k=3)
+    assert s.infeasible_by_reason == {"out of memory": 1_000, "parallel.tp": 1_000}
+    assert s.best["point_id"].to_list() == [2, 5, 8]  # ties in table order
