@@ -206,14 +206,16 @@ def table_artifacts(frame: pl.DataFrame, out: Path, objective: str, direction: s
     has every row; the GPT-3 grid of 112,896 points writes 46 MB, 451,584 points 186 MB).
     Returns the paths and the rows written."""
     rows = csv_rows_that_fit(frame, limit_b)
-    ranked = frame
+    order = None  # row order, best first: only the key columns are sorted
     keys = [c for c in ("feasible", objective) if c in frame.columns]
     csv = out / "results.csv"
     while True:
-        if rows < frame.height and ranked is frame and keys:
-            ranked = frame.sort(keys, descending=[k == "feasible" or direction == "maximize"
-                                                  for k in keys], nulls_last=True)
-        table = frame if rows >= frame.height else ranked.head(rows)
+        if rows < frame.height and order is None:
+            order = frame.select(pl.arg_sort_by(
+                keys, descending=[k == "feasible" or direction == "maximize" for k in keys],
+                nulls_last=True, maintain_order=True)).to_series() if keys else \
+                pl.Series(np.arange(frame.height))
+        table = frame if order is None or rows >= frame.height else frame[order.head(rows)]
         table.write_csv(csv)
         size_b = csv.stat().st_size
         if size_b <= limit_b or rows == 0:
