@@ -324,13 +324,11 @@ def check_batch_size(value: Any, key: str = "sweep.batch_size") -> None:
     """``value`` is ``auto`` or a whole number of design points in [1, 1e6]."""
     if value == "auto":
         return
-    rule = "must be auto or an integer in [1, 1000000] (design points per batch)"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(key, value, rule)
     try:
         check_number(key, value, lo=1, hi=1e6, integer=True)
     except InputError:
-        raise InputError(key, value, rule) from None
+        raise InputError(key, value, "must be auto or an integer in [1, 1000000] (design points "
+                         "per batch)") from None
 
 
 # key -> (lower bound, lower bound strict?, upper bound (number or simcore.limits name), integer?):

@@ -73,21 +73,9 @@ def stage_program(stage: int, pp: int, vp: int, num_micro_batches: int) -> list[
 def stage_program_arrays(stage: int, pp: int, vp: int, num_micro_batches: int
                          ) -> tuple[NDArray[np.bool_], NDArray[np.int64], NDArray[np.int64]]:
     """:func:`stage_program` as arrays (forward?, micro-batch, chunk), built with numpy."""
-    total = num_micro_batches * vp
-    if vp == 1:
-        warmup = min(pp - stage - 1, num_micro_batches)
-    else:
-        warmup = min((pp - stage - 1) * 2 + (vp - 1) * pp, total)
-    steady = total - warmup
-    i64 = np.int64
-    mid_k = np.stack([np.arange(warmup, total, dtype=i64), np.arange(steady, dtype=i64)],
-                     axis=1).ravel()
-    k = np.concatenate([np.arange(warmup, dtype=i64), mid_k, np.arange(steady, total, dtype=i64)])
-    fwd = np.concatenate([np.ones(warmup, dtype=bool), np.tile([True, False], steady),
-                          np.zeros(total - steady, dtype=bool)])
-    mb = (k // (pp * vp)) * pp + k % pp
-    c = (k // pp) % vp
-    return fwd, mb, np.where(fwd, c, vp - 1 - c)
+    _, fwd, mb, chunk, _ = _programs(np.asarray([stage], dtype=np.int64), pp, vp,
+                                     num_micro_batches)
+    return fwd, mb, chunk
 
 
 def pipeline_program_arrays(pp: int, vp: int, num_micro_batches: int
@@ -96,17 +84,27 @@ def pipeline_program_arrays(pp: int, vp: int, num_micro_batches: int
     """Every stage's :func:`stage_program_arrays`, concatenated in stage order, with one set of
     numpy calls: (stage, forward?, micro-batch, chunk, k) per pass, where ``k`` is the pass's
     index among its stage's forwards (or backwards)."""
+    return _programs(np.arange(pp, dtype=np.int64), pp, vp, num_micro_batches)
+
+
+def _programs(stages: NDArray[np.int64], pp: int, vp: int, num_micro_batches: int
+              ) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64],
+                         NDArray[np.int64], NDArray[np.int64]]:
+    """:func:`stage_program` of each of ``stages``, concatenated: (stage, forward?,
+    micro-batch, chunk, k) per pass; warm-up forwards, then forward/backward pairs, then the
+    remaining backwards."""
     i64 = np.int64
     total = num_micro_batches * vp
-    s_all = np.arange(pp, dtype=i64)
     if vp == 1:
-        warmup = np.minimum(pp - s_all - 1, num_micro_batches)
+        warmup = np.minimum(pp - stages - 1, num_micro_batches)
     else:
-        warmup = np.minimum((pp - s_all - 1) * 2 + (vp - 1) * pp, total)
+        warmup = np.minimum((pp - stages - 1) * 2 + (vp - 1) * pp, total)
     steady = total - warmup
-    stage = np.repeat(s_all, 2 * total)
-    q = np.arange(2 * total * pp, dtype=i64) - stage * (2 * total)  # position in the program
-    w, st = warmup[stage], steady[stage]
+    n = stages.size
+    stage = np.repeat(stages, 2 * total)
+    row = np.repeat(np.arange(n, dtype=i64), 2 * total)
+    q = np.arange(2 * total * n, dtype=i64) - row * (2 * total)  # position in the program
+    w, st = warmup[row], steady[row]
     r = q - w
     mid = (r >= 0) & (r < 2 * st)
     fwd = (r < 0) | (mid & (r % 2 == 0))

@@ -134,6 +134,7 @@ class TransformerWorkload(Workload):
 
 
 _SEND_BASE = 1 << 40  # explicit ids of send nodes, referenced before they are added
+_EMB_TIED_ID = 1 << 41  # the first/last-stage embedding all-reduce
 
 
 class _PassRows(NamedTuple):
@@ -183,7 +184,6 @@ def _pass_rows(fwd: NDArray[np.bool_], first: NDArray[np.bool_], last: NDArray[n
     if g:
         unit = np.where(is_main & (r > 0), u_grad[np.maximum(r - 1, 0)], unit)
     return _PassRows(pi, start, j, has_pre, has_post, sends, is_main, is_send, r, unit)
-_EMB_TIED_ID = 1 << 41  # the first/last-stage embedding all-reduce
 
 
 class _Generator:
@@ -660,27 +660,25 @@ class _RunGenerator(_Generator):
         order = np.argsort(key, kind="stable")
         inv = np.empty_like(order)
         inv[order] = np.arange(order.size, dtype=i64)
-        ones = np.ones
-        nothing = np.full
-
         def cat(*parts: NDArray[np.int64]) -> NDArray[np.int64]:
             return np.concatenate(parts)[order]
+
+        def ones(rows: NDArray[np.int64]) -> NDArray[np.int64]:
+            return np.ones(rows.size, dtype=i64)
+
+        def none(rows: NDArray[np.int64]) -> NDArray[np.int64]:
+            return np.full(rows.size, -1, dtype=i64)
 
         res_c = cat(dp_res[g_rs], res, dp_res[r_rs], dp_res[e_rs], comp_res[o_rs], dp_res[a_rs])
         unit_c = cat(u_gather[g_loc % gg] if gg else g_loc, unit, r_unit,
                      np.full(e_rs.size, u_embg, dtype=i64), u_opt[o_rs], u_gather[a_loc % gg]
                      if gg else a_loc)
-        rep_c = cat(ones(g_rs.size, dtype=i64), rep, r_rep, ones(e_rs.size, dtype=i64),
-                    ones(o_rs.size, dtype=i64), ones(a_rs.size, dtype=i64))
-        dep_c = cat(nothing(g_rs.size, -1, dtype=i64), dep, nothing(r_rs.size, -1, dtype=i64),
-                    nothing(e_rs.size, -1, dtype=i64), nothing(o_rs.size, -1, dtype=i64),
-                    nothing(a_rs.size, -1, dtype=i64))
-        ref_c = cat(nothing(g_rs.size, -1, dtype=i64), np.where(dep_ref >= 0, o_p + dep_ref, -1),
-                    r_ref, e_ref, nothing(o_rs.size, -1, dtype=i64), o_row[a_rs])
+        rep_c = cat(ones(g_rs), rep, r_rep, ones(e_rs), ones(o_rs), ones(a_rs))
+        dep_c = cat(none(g_rs), dep, none(r_rs), none(e_rs), none(o_rs), none(a_rs))
+        ref_c = cat(none(g_rs), np.where(dep_ref >= 0, o_p + dep_ref, -1), r_ref, e_ref,
+                    none(o_rs), o_row[a_rs])
         ref_c = np.where(ref_c >= 0, inv[ref_c], -1)
-        nid_c = cat(nothing(g_rs.size, -1, dtype=i64), nid, nothing(r_rs.size, -1, dtype=i64),
-                    nothing(e_rs.size, -1, dtype=i64), nothing(o_rs.size, -1, dtype=i64),
-                    nothing(a_rs.size, -1, dtype=i64))
+        nid_c = cat(none(g_rs), nid, none(r_rs), none(e_rs), none(o_rs), none(a_rs))
         xr, xf = np.concatenate(x_refs), np.concatenate(x_ids)
         extra = (inv[np.concatenate(x_row)], np.where(xr >= 0, inv[np.maximum(xr, 0)], -1), xf)
         ids = rb.runs(res_c, unit_c, rep_c, dep_c, ref_c, nid_c, stage_c[order], extra)
