@@ -177,12 +177,12 @@ def describe_sweep(name: str, axes: list[str], fixed: Mapping[str, Any], summary
         lines.append("Fixed: " + ", ".join(f"`{k}`={v}" for k, v in fixed.items()) + ".")
     lines += ["", "Child runs: one per point, named by its axis values; metrics: the objective, "
               "the headline metrics and `feasible`. Artifacts: `results.csv` / `results.json` "
-              "(preview), `results.parquet` (every column), `plots/`.", "", "```",
-              summary_text, "```"]
+              "(preview), `results.parquet` (every column), `plots/`."]
     if csv_rows is not None and csv_rows < num_points:
-        lines.insert(-4, f"`results.csv` holds the best {csv_rows:,} of the {num_points:,} points "
-                         "(feasible first, by the objective): the whole table would pass the UI's "
-                         "50 MiB preview limit; `results.parquet` has every point.")
+        lines.append(f"`results.csv` holds the best {csv_rows:,} of the {num_points:,} points "
+                     "(feasible first, by the objective): the whole table would pass the UI's "
+                     "50 MiB preview limit; `results.parquet` has every point.")
+    lines += ["", "```", summary_text, "```"]
     return "\n".join(lines)
 
 
@@ -205,22 +205,32 @@ def table_artifacts(frame: pl.DataFrame, out: Path, objective: str, direction: s
     ``objective`` (a larger file is neither previewed nor needed: ``results.parquet`` beside it
     has every row; the GPT-3 grid of 112,896 points writes 46 MB, 451,584 points 186 MB).
     Returns the paths and the rows written."""
-    rows = csv_rows_that_fit(frame, limit_b)
-    order = None  # row order, best first: only the key columns are sorted
-    keys = [c for c in ("feasible", objective) if c in frame.columns]
     csv = out / "results.csv"
+    rows = csv_rows_that_fit(frame, limit_b)
+    ranked: pl.Series | None = None  # row indices, best first
     while True:
-        if rows < frame.height and order is None:
-            order = frame.select(pl.arg_sort_by(
-                keys, descending=[k == "feasible" or direction == "maximize" for k in keys],
-                nulls_last=True, maintain_order=True)).to_series() if keys else \
-                pl.Series(np.arange(frame.height))
-        table = frame if order is None or rows >= frame.height else frame[order.head(rows)]
+        if rows >= frame.height:
+            table = frame
+        else:
+            if ranked is None:
+                ranked = _feasible_best_first(frame, objective, direction)
+            table = frame[ranked.head(rows)]
         table.write_csv(csv)
         size_b = csv.stat().st_size
         if size_b <= limit_b or rows == 0:
             return [csv], table.height
         rows = min(rows, frame.height) * limit_b * 97 // (size_b * 100)  # the estimate was short
+
+
+def _feasible_best_first(frame: pl.DataFrame, objective: str, direction: str) -> pl.Series:
+    """Row indices of ``frame``, feasible rows first, then by ``objective`` (nulls last, ties
+    in table order); only the key columns are sorted."""
+    keys = [c for c in ("feasible", objective) if c in frame.columns]
+    if not keys:
+        return pl.Series(np.arange(frame.height))
+    return frame.select(pl.arg_sort_by(
+        keys, descending=[k == "feasible" or direction == "maximize" for k in keys],
+        nulls_last=True, maintain_order=True)).to_series()
 
 
 def publish_sweep(tracker: Tracker, parent_id: str, frame: pl.DataFrame, summary: Summary,
