@@ -26,7 +26,8 @@ from numpy.typing import NDArray
 
 from simcore.errors import InputError
 
-__all__ = ["ResultsStore", "Summary", "batch_frame", "best_rows", "format_summary", "summarize"]
+__all__ = ["ResultsStore", "Summary", "batch_frame", "best_rows", "format_summary", "summarize",
+           "write_table"]
 
 ID_COLUMNS = ("point_id", "point_hash")
 TAIL_COLUMNS = ("feasible", "reason", "batch_id", "worker_node", "eval_start_unix_s",
@@ -111,15 +112,24 @@ class ResultsStore:
         ids = [_read_part(p, ["point_id"])["point_id"].to_numpy() for p in parts]
         return np.concatenate(ids).astype(np.int64)
 
+    def table(self) -> pl.DataFrame:
+        """Every row written so far, sorted by point_id."""
+        frame = self.load()
+        return frame.sort("point_id") if frame.height else frame
+
     def consolidate(self, path: str | Path) -> pl.DataFrame:
         """Write the whole table, sorted by point_id, to ``path``; return it."""
-        frame = self.load()
-        if frame.height:
-            frame = frame.sort("point_id")
-        tmp = Path(str(path) + ".tmp")
-        frame.write_parquet(tmp)
-        os.replace(tmp, path)
+        frame = self.table()
+        write_table(frame, path)
         return frame
+
+
+def write_table(frame: pl.DataFrame, path: str | Path) -> Path:
+    """Write ``frame`` to the parquet file ``path`` atomically (temporary name, then rename)."""
+    tmp = Path(str(path) + ".tmp")
+    frame.write_parquet(tmp)
+    os.replace(tmp, path)
+    return Path(path)
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ def write_plots(frame: pl.DataFrame, axes: list[str], objective: str, out_dir: P
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from search.tracking.figures import new_axes, save_png, write_html_page
+    from search.tracking.figures import fixed_margins, new_axes, save_png, write_html_page
 
     ok = frame.filter(pl.col("feasible"))
     if ok.height == 0 or objective not in ok.columns or not axes:
@@ -105,7 +105,8 @@ def write_plots(frame: pl.DataFrame, axes: list[str], objective: str, out_dir: P
         ax.scatter(ok[axis].to_numpy(), objective_values, s=10, alpha=0.6)
         ax.set_xlabel(axis)
         ax.set_ylabel(objective)
-    paths.append(save_png(png, out_dir / "objective_vs_axes.png"))
+    fixed_margins(png, top_in=0.15)
+    paths.append(save_png(png, out_dir / "objective_vs_axes.png", tight=False))
     if "cost_usd_per_iter" in ok.columns and "iteration_time_s" in ok.columns:
         x = ok["iteration_time_s"].to_numpy()
         y = ok["cost_usd_per_iter"].to_numpy()
@@ -131,6 +132,7 @@ def write_plots(frame: pl.DataFrame, axes: list[str], objective: str, out_dir: P
         ax.set_ylabel("cost_usd_per_iter")
         ax.set_title("Pareto front: iteration time vs cost")
         ax.legend(fontsize=8)
-        paths.append(save_png(png, out_dir / "pareto_time_cost.png"))
+        fixed_margins(png)
+        paths.append(save_png(png, out_dir / "pareto_time_cost.png", tight=False))
     paths.insert(0, write_html_page(figures, out_dir / "sweep.html", "simsweep sweep plots"))
     return paths

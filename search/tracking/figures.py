@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["new_axes", "save_png", "write_html_page"]
+__all__ = ["fixed_margins", "new_axes", "save_png", "write_html_page"]
 
 
 def write_html_page(figures: Sequence[tuple[str, Any]], path: Path, title: str) -> Path:
@@ -55,15 +55,31 @@ def new_axes(width_in: float = 6.4, height_in: float = 4.0, nrows: int = 1) -> t
     return fig, ax
 
 
-def save_png(fig: Any, path: Path, dpi: int = 100) -> Path:
-    """Save a matplotlib figure as PNG and free it."""
+def fixed_margins(fig: Any, left_in: float = 0.9, right_in: float = 0.2, bottom_in: float = 0.55,
+                  top_in: float = 0.35, row_gap_in: float = 0.6) -> None:
+    """Lay out ``fig``'s axes (one column of rows) with margins and gaps fixed in inches, for
+    figures whose labels are known to fit them: no layout pass, so :func:`save_png` with
+    ``tight=False`` draws the figure once. ``tight_layout`` finds the margins by drawing every
+    text first: ~40% of the CPU of a sweep's two PNGs (0.25 of ~0.6 s)."""
+    width_in, height_in = fig.get_size_inches()
+    rows = max(len(fig.axes), 1)
+    axes_in = (height_in - top_in - bottom_in - (rows - 1) * row_gap_in) / rows
+    fig.subplots_adjust(left=left_in / width_in, right=1 - right_in / width_in,
+                        bottom=bottom_in / height_in, top=1 - top_in / height_in,
+                        hspace=row_gap_in / axes_in if rows > 1 else 0.2)
+
+
+def save_png(fig: Any, path: Path, dpi: int = 100, tight: bool = True) -> Path:
+    """Save a matplotlib figure as PNG and free it (``tight``: lay it out with
+    ``tight_layout`` first; False keeps the layout it has, e.g. from :func:`fixed_margins`)."""
     import matplotlib.pyplot as plt
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():  # best effort: a figure tight_layout cannot fit (colour
-        # bars, long tick labels) keeps its layout instead of printing a notice
-        warnings.filterwarnings("ignore", category=UserWarning)
-        fig.tight_layout()
+    if tight:
+        with warnings.catch_warnings():  # best effort: a figure tight_layout cannot fit
+            # (colour bars, long tick labels) keeps its layout instead of printing a notice
+            warnings.filterwarnings("ignore", category=UserWarning)
+            fig.tight_layout()
     # tight_layout leaves a placeholder layout engine, which makes savefig draw the whole figure
     # once more (a dry run for a layout) before it renders; the layout is already done
     fig.set_layout_engine(None)
