@@ -59,3 +59,18 @@ def test_the_test_suites_ray_listens_on_loopback_only(ray_local) -> None:
     assert any("gcs_server" in n for n in processes) and any("raylet" in n for n in processes), seen
     exposed = sorted((n, a) for n, a in seen if not is_loopback(a))
     assert not exposed, exposed
+
+
+def test_a_batch_sized_result_comes_back_inline_not_through_the_object_store(ray_local) -> None:
+    """A local Ray started by init_ray returns a result of a 2,048-point batch's size (~250 KB,
+    over Ray's default 100 KiB) in the reply, not via the shared-memory store: no node holds it."""
+    import numpy as np
+
+    from search.run.workers import INLINE_OBJECT_MAX_B
+
+    size_b = 16 * 2048 * 8
+    assert 100 * 1024 < size_b < INLINE_OBJECT_MAX_B
+    ref = ray_local.remote(lambda: np.zeros(size_b // 8)).remote()
+    assert ray_local.get(ref).nbytes == size_b
+    where = ray_local.experimental.get_object_locations([ref])[ref]
+    assert where["node_ids"] == [] and where["object_size"] >= size_b
