@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from search.tracking.publish import short_names
+
 __all__ = ["hover_labels", "pareto_mask", "preload_plot_libraries", "write_plots"]
 
 
@@ -43,10 +45,9 @@ def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return mask
 
 
-def _axis_text(frame: pl.DataFrame, axis: str) -> pl.Expr:
-    """``name=value`` per row of ``axis`` (``name``: its last dotted part), each distinct value
-    formatted once by Python's ``str``, as a per-row f-string would; -0.0 kept apart from 0.0."""
-    name = axis.rsplit(".", 1)[-1]
+def _axis_text(frame: pl.DataFrame, axis: str, name: str) -> pl.Expr:
+    """``name=value`` per row of ``axis``, each distinct value formatted once by Python's
+    ``str``, as a per-row f-string would; -0.0 kept apart from 0.0."""
     column = frame[axis]
     if not (column.dtype.is_numeric() or column.dtype in (pl.Boolean, pl.String, pl.Categorical)
             or isinstance(column.dtype, pl.Enum)):
@@ -62,11 +63,13 @@ def _axis_text(frame: pl.DataFrame, axis: str) -> pl.Expr:
 
 
 def hover_labels(frame: pl.DataFrame, axes: list[str]) -> np.ndarray:
-    """Every row's hover label, e.g. ``tp=2, bandwidth_GBps=100.0`` (the axes' ``name=value``
-    joined by ", "), as a numpy string array."""
+    """Every row's hover label, e.g. ``tp=2, bandwidth_GBps=100.0`` (the axes'
+    ``name=value`` joined by ", ", names by :func:`short_names`), as a numpy string array."""
     if frame.height == 0:
         return np.array([], dtype=str)
-    labels = frame.select(pl.concat_str([_axis_text(frame, a) for a in axes], separator=", "))
+    names = short_names(axes)
+    labels = frame.select(pl.concat_str([_axis_text(frame, a, names[a]) for a in axes],
+                                        separator=", "))
     return labels.to_series().to_numpy().astype(str)
 
 
@@ -125,9 +128,12 @@ def write_plots(frame: pl.DataFrame, axes: list[str], objective: str, out_dir: P
         png, ax = new_axes(6.4, 4.4)
         ax.scatter(x[~front], y[~front], s=8, alpha=0.4, label="points")
         ax.plot(x[order], y[order], "o-", color="C3", label="Pareto front")
-        for i, text in zip(order[:8], labels[:8].tolist(), strict=False):
-            ax.annotate(text, (x[i], y[i]), fontsize=7, xytext=(4, 4),
-                        textcoords="offset points")
+        ends = [("fastest", order[0], 0.95), ("cheapest", order[-1], 0.55)]
+        for what, i, at in ends[:1] if order.shape[0] == 1 else ends:
+            ax.annotate(f"{what}:\n" + str(hover[i]).replace(", ", "\n"), (x[i], y[i]),
+                        xytext=(0.45, at), textcoords="axes fraction", fontsize=7, va="top",
+                        bbox={"boxstyle": "round", "fc": "white", "ec": "0.7", "alpha": 0.9},
+                        arrowprops={"arrowstyle": "->", "color": "0.4", "lw": 0.8})
         ax.set_xlabel("iteration_time_s")
         ax.set_ylabel("cost_usd_per_iter")
         ax.set_title("Pareto front: iteration time vs cost")

@@ -25,7 +25,7 @@ from search.run.tables import ID_COLUMNS, TAIL_COLUMNS, Summary
 from search.tracking.client import VIEW_METRICS, Tracker
 
 __all__ = ["POINT_METRICS", "PointLogger", "describe_sweep", "metric_columns",
-           "point_metric_columns", "publish_sweep", "run_name", "summary_metrics",
+           "point_metric_columns", "publish_sweep", "run_name", "short_names", "summary_metrics",
            "table_artifacts", "view_metrics"]
 
 #: the metrics every child run carries (with the objective and ``feasible``): a small stable set,
@@ -57,12 +57,18 @@ def view_metrics(metrics: list[str], objectives: list[str]) -> list[str]:
     return [m for m in dict.fromkeys([*objectives, *VIEW_METRICS]) if m in metrics]
 
 
-def _short(key: str, keys: list[str]) -> str:
-    """The last dotted part of ``key``, or the last two when another key ends the same."""
-    last = key.rsplit(".", 1)[-1]
-    if sum(k.rsplit(".", 1)[-1] == last for k in keys) > 1:
-        return ".".join(key.split(".")[-2:])
-    return last
+def short_names(axes: list[str]) -> dict[str, str]:
+    """Each axis's shortest dotted suffix that no other axis ends with: ``bandwidth_GBps`` alone,
+    but ``scaleout.bandwidth_GBps`` and ``scaleup.bandwidth_GBps`` when both are swept."""
+    parts = {a: a.split(".") for a in axes}
+    names = {}
+    for axis, mine in parts.items():
+        for k in range(1, len(mine) + 1):
+            tail = mine[-k:]
+            if all(other[-k:] != tail for a, other in parts.items() if a != axis):
+                break
+        names[axis] = ".".join(tail)
+    return names
 
 
 def _value(value: Any) -> str:
@@ -73,7 +79,8 @@ def _value(value: Any) -> str:
 
 def run_name(row: Mapping[str, Any], axes: list[str], prefix: str = "") -> str:
     """A child run's name from its axis values, e.g. ``tp=2 scaleout.bandwidth_GBps=100``."""
-    text = " ".join(f"{_short(a, axes)}={_value(row.get(a))}" for a in axes)
+    names = short_names(axes)
+    text = " ".join(f"{names[a]}={_value(row.get(a))}" for a in axes)
     return (prefix + text)[:250] or prefix.strip() or f"point-{row.get('point_id')}"
 
 

@@ -8,6 +8,7 @@ import datetime
 import polars as pl
 
 from search.sweep.plots import hover_labels
+from search.tracking.publish import run_name, short_names
 
 
 def _row_label(row: dict[str, object], axes: list[str]) -> str:
@@ -31,6 +32,22 @@ def test_labels_equal_the_per_row_formatting_for_mixed_types():
     assert hover_labels(frame, axes).tolist() == want
     assert hover_labels(frame, axes[1:2]).tolist() == [_row_label(r, axes[1:2])
                                                        for r in frame.iter_rows(named=True)]
+
+
+def test_axes_that_share_a_last_name_are_told_apart_by_their_shortest_unique_suffix():
+    axes = ["system.scaleout.bandwidth_GBps", "system.scaleup.bandwidth_GBps",
+            "system.accelerator.hbm_bandwidth_GBps", "parallel.tp", "a.x.tp"]
+    assert short_names(axes) == {
+        "system.scaleout.bandwidth_GBps": "scaleout.bandwidth_GBps",
+        "system.scaleup.bandwidth_GBps": "scaleup.bandwidth_GBps",
+        "system.accelerator.hbm_bandwidth_GBps": "hbm_bandwidth_GBps",
+        "parallel.tp": "parallel.tp", "a.x.tp": "x.tp"}
+    assert short_names(["x.tp", "tp"]) == {"x.tp": "x.tp", "tp": "tp"}
+    frame = pl.DataFrame({axes[0]: [25.0], axes[1]: [900.0]})
+    assert hover_labels(frame, axes[:2]).tolist() == [
+        "scaleout.bandwidth_GBps=25.0, scaleup.bandwidth_GBps=900.0"]
+    assert run_name({axes[0]: 25.0, axes[1]: 900.0}, axes[:2]) == \
+        "scaleout.bandwidth_GBps=25 scaleup.bandwidth_GBps=900"
 
 
 def test_labels_of_an_empty_frame():
