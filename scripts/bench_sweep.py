@@ -22,7 +22,9 @@ Reports, in one table:
   per CPU second of the worker processes, ``BatchOutput.cpu_s``), the seconds of planning,
   start-up (output folder, actors ready, first structure) and finish (table, summary, plots,
   MLflow record); scaling efficiency (rate with 2 workers / (2 x rate with 1), per interleaved
-  pair: median and range) end to end and of the evaluation loop.
+  pair: median and range) end to end and of the evaluation loop; and the bound that the fixed
+  costs alone put on the end-to-end efficiency (Amdahl: the 2-worker run's planning, start-up
+  and finish as measured, its loop exactly half the 1-worker loop).
 BLAS runs one thread per process (``OMP_NUM_THREADS=1`` unless set), as Ray sets it for its
 workers: on a 2-core machine OpenBLAS's second thread made the (24 x 23) @ (23 x 2,048)
 template product ~15 ms instead of ~0.1 ms, only in the in-process baseline.
@@ -177,6 +179,10 @@ def _sweeps(label: str, n: int, axes: list[str], common: list[str], work: Path,
                   f"end, evaluation {out.eval_s:.1f} s", flush=True)
     ends = [one["total"] / (2 * two["total"]) for one, two in zip(runs[1], runs[2], strict=True)]
     loops = [one["eval"] / (2 * two["eval"]) for one, two in zip(runs[1], runs[2], strict=True)]
+    # Amdahl: the 2-worker run with its fixed costs as measured and a loop of exactly half the
+    # 1-worker loop; what no loop improvement can pass at this sweep size
+    bounds = [one["total"] / (2 * (two["total"] - two["eval"] + one["eval"] / 2))
+              for one, two in zip(runs[1], runs[2], strict=True)]
     rows: list[tuple[str, ...]] = []
     for workers in (1, 2):
         def med(key: str, w: int = workers) -> float:
@@ -188,6 +194,8 @@ def _sweeps(label: str, n: int, axes: list[str], common: list[str], work: Path,
                      f"{med('cpu_rate'):,.0f}", f"{med('plan'):.2f}", f"{med('start'):.2f}",
                      f"{med('finish'):.2f}", "-" if workers == 1 else
                      f"{_fmt_eff(ends)} / {_fmt_eff(loops)}"))
+    rows.append((label, "bound: 2 workers, fixed costs as measured, loop exactly 2x", *("-",) * 8,
+                 f"{_fmt_eff(bounds)} / 100%"))
     return rows
 
 
