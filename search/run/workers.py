@@ -85,10 +85,11 @@ def keep_heap() -> bool:
 #: the largest object a local Ray passes inline (in the gRPC reply to its owner, or with the
 #: task) instead of through its shared-memory object store; Ray's default is 100 KiB. A batch's
 #: result is ~250 KB at 2,048 GPT-3 points (16 float64 columns), its SpecBatch ~100 KB: through
-#: the store, the raylet spent ~0.2 s of CPU per 112,896-point sweep creating, sealing and
-#: freeing them (~9% of a core while 2 workers ran on 2 cores), inline ~0.02 s, and the
-#: 2-worker evaluation loop's scaling went from 80-89% to 91-95%. Set for a Ray this process
-#: starts; a cluster takes it from ``ray start --system-config``.
+#: the store, the raylet spent ~0.15-0.2 s of CPU per 112,896-point sweep creating, sealing
+#: and freeing them (~9% of a core while 2 workers ran on 2 cores), inline ~0.01-0.02 s
+#: (``/proc`` accounting of single sweeps; in ``bench_sweep.py`` the loop's 2-worker scaling
+#: moved 82% -> 85.5%, medians of 4 runs, within the noise of single rounds). Set for a Ray
+#: this process starts; a cluster takes it from ``ray start --system-config``.
 INLINE_OBJECT_MAX_B = 4 * 2**20
 
 
