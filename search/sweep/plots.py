@@ -108,7 +108,7 @@ def write_plots(frame: pl.DataFrame, axes: list[str], objective: str, out_dir: P
         ax.scatter(ok[axis].to_numpy(), objective_values, s=10, alpha=0.6)
         ax.set_xlabel(axis)
         ax.set_ylabel(objective)
-    fixed_margins(png, top_in=0.15)
+    fixed_margins(png)
     paths.append(save_png(png, out_dir / "objective_vs_axes.png", tight=False))
     if "cost_usd_per_iter" in ok.columns and "iteration_time_s" in ok.columns:
         x = ok["iteration_time_s"].to_numpy()

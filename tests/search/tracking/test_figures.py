@@ -43,9 +43,10 @@ def test_saved_png_equals_the_tight_layout_savefig_image(tmp_path):
 
 
 def test_fixed_margins_keep_every_label_inside_the_figure_and_off_the_next_row():
-    """The sweep's stacked rows (long dotted axis names under each row, 4-digit tick labels) laid
-    out by fixed_margins: every text is drawn inside the figure, and no row's x label or tick
-    labels reach into the row below."""
+    """The sweep's stacked rows (long dotted axis names under each row, 4-digit tick labels, an
+    objective large enough for matplotlib's "1e7" offset text) laid out by fixed_margins: every
+    text is drawn inside the figure, and no row's x label or tick labels reach into the row
+    below."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -54,11 +55,11 @@ def test_fixed_margins_keep_every_label_inside_the_figure_and_off_the_next_row()
     names = ["system.scaleout.bandwidth_GBps", "system.accelerator.hbm_bandwidth_GBps",
              "system.accelerator.peak_tflops_bf16"]
     fig, grid = new_axes(6.4, 2.4 * len(names), nrows=len(names))
-    for ax, name in zip(grid, names, strict=True):
-        ax.scatter(np.linspace(1500, 3500, 40), np.linspace(6.5, 22.5, 40), s=10)
+    for ax, name, scale in zip(grid, names, (1e6, 1.0, 1.0), strict=True):
+        ax.scatter(np.linspace(1500, 3500, 40), np.linspace(6.5, 22.5, 40) * scale, s=10)
         ax.set_xlabel(name)
         ax.set_ylabel("iteration_time_s")
-    fixed_margins(fig, top_in=0.15)
+    fixed_margins(fig)  # as write_plots lays out its stacked figure
     fig.canvas.draw()  # places the labels
     renderer = fig.canvas.get_renderer()
     page = fig.bbox
@@ -66,7 +67,9 @@ def test_fixed_margins_keep_every_label_inside_the_figure_and_off_the_next_row()
         (x_lo, x_hi), (y_lo, y_hi) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
         drawn = [t for t in ax.get_xticklabels() if x_lo <= t.get_position()[0] <= x_hi] + \
             [t for t in ax.get_yticklabels() if y_lo <= t.get_position()[1] <= y_hi]
-        for text in [ax.xaxis.label, ax.yaxis.label, *drawn]:
+        for text in [ax.xaxis.label, ax.yaxis.label, ax.yaxis.offsetText, *drawn]:
+            if not text.get_text():
+                continue
             box = text.get_window_extent(renderer)
             assert page.x0 <= box.x0 and box.x1 <= page.x1, text.get_text()
             assert page.y0 <= box.y0 and box.y1 <= page.y1, text.get_text()
