@@ -15,7 +15,9 @@ Reports, in one table:
 - the machine's ceiling: the same batches in two forked processes at once against one process
   alone (no Ray, no driver): the best 2-process efficiency this machine gives at that moment
   (cores shared with other tenants or with each other's caches cap it);
-- ``run_sweep`` with 1 and 2 Ray workers, interleaved ``--repeats`` times (local Ray, 2 CPUs,
+- ``run_sweep`` with 1 and 2 Ray workers, interleaved ``--repeats`` times after one untimed
+  warm-up sweep of 4,096 points (the process's first sweep pays one-time plotting and MLflow
+  costs that would otherwise fall on the first 1-worker round) (local Ray, 2 CPUs,
   MLflow SQLite store, parquet table, summary, plots, best child runs), medians: points/s end
   to end (planning, Ray actor start-up, evaluation, parquet, MLflow), points/s of the evaluation
   loop alone (first batch submitted to last result received), the workers' own CPU rate (points
@@ -81,7 +83,11 @@ def _plan(axes: list[str], extra: list[str]) -> tuple[object, float]:
 
 def _baseline(plan: object, batch_size: int | None, batches: int) -> tuple[float, float]:
     """Median points per wall second and per CPU second (``time.process_time``: what an
-    idle core would do; the machine may be shared)."""
+    idle core would do; the machine may be shared). The process keeps its malloc heap as a
+    pool worker does (:func:`search.run.workers.keep_heap`), so the rate is a worker's."""
+    from search.run.workers import keep_heap
+
+    keep_heap()
     it = iter_batches(plan, batch_size, np.zeros(0, dtype=np.int64))  # type: ignore[arg-type]
     first = next(it)
     evaluate_batch(first)  # compile the graph once (the workers keep it cached too)
@@ -151,6 +157,18 @@ def _probe(label: str, axes: list[str], common: list[str], work: Path, args: arg
          f"{base_cpu:,.0f}", f"{base_cpu:,.0f}", *blank),
         (label, "machine ceiling: 2 processes at once vs 1 alone (no Ray)", *("-",) * 8,
          f"- / {_fmt_eff(ceiling)}")]
+
+
+def _warm_up(axes: list[str], common: list[str], work: Path) -> None:
+    """One untimed 1-worker sweep of 4,096 random points over the same axes: the process's
+    first sweep pays one-time costs (matplotlib's first draw and font set-up, the MLflow
+    experiment's first runs: ~1 s more in its final step), which would otherwise fall on the
+    first 1-worker round and raise the first round's scaling figures."""
+    name = f"{work.name}-warm-up"
+    plan, _ = _plan(axes, [*common, "sweep.mode=random", "sweep.num_points=4096",
+                           "ray.num_workers=1", f"sweep.name={name}",
+                           f"sweep.output_dir={work / name}"])
+    run_sweep(plan, plan.base_cfg)  # type: ignore[attr-defined, arg-type]
 
 
 def _sweeps(label: str, n: int, axes: list[str], common: list[str], work: Path,
@@ -231,6 +249,8 @@ def main() -> None:
         init_ray(None, 2, ray_tmp)  # loopback only, in a private (0700) temp dir
         for key in keys:
             n, probe_rows = probes[key]
+            _warm_up(CASES[key][1], [c for c in common if not c.startswith("sweep.num_points")
+                                     and c != "sweep.mode=random"], work)
             rows += probe_rows + _sweeps(CASES[key][0], n, CASES[key][1], common, work, args)
     finally:
         ray.shutdown()
