@@ -27,6 +27,7 @@ _OPTIONS = [
     ("tracking.enabled=false", "no MLflow (results still in the output folder)"),
     ("tracking.uri=URI", "MLflow store or server (default .simsweep/mlflow.db)"),
     ("ray.num_workers=N", "Ray actors evaluating batches (ray.address=auto joins a cluster)"),
+    ("sweep.in_process=true", "evaluate in this process, without Ray (small sweeps)"),
 ]
 
 def main(argv: list[str]) -> int:
@@ -57,7 +58,8 @@ def main(argv: list[str]) -> int:
     rate = outcome.computed / outcome.eval_s if outcome.eval_s else 0.0
     print(f"evaluated {outcome.computed} points ({outcome.skipped} already on disk) in "
           f"{outcome.eval_s:.1f} s ({rate:,.1f} points/s); end to end {outcome.wall_s:.1f} s: "
-          f"start-up {outcome.startup_s:.1f} s (Ray workers, first structure), finish "
+          f"start-up {outcome.startup_s:.1f} s"
+          f"{'' if cfg.sweep.get('in_process', False) else ' (Ray workers, first structure)'}, finish "
           f"{outcome.finish_s:.1f} s (table, plots, MLflow; MLflow calls {outcome.log_s:.1f} s, "
           f"partly beside the start-up); retries: {outcome.retries}")
     print(f"results: {outcome.output_dir / 'results.parquet'}")

@@ -60,6 +60,7 @@ class SweepConf:
     top_k: int = 10
     progress: bool = True
     flush_interval_s: float = 2.0  # results are appended to parquet at least this often
+    in_process: bool = False  # evaluate in this process, without Ray (ray.* unused)
 
 
 @dataclass

@@ -13,6 +13,7 @@ could not be built (:class:`InvalidModel`: an unknown layer kind on a sweep's wo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "Runner",
     "SpecBatch",
     "evaluate_batch",
+    "evaluate_timed",
     "in_process_runner",
     "materialize_systems",
     "systems_batch",
@@ -105,6 +107,14 @@ class BatchOutput:
     elapsed_s: float
     attempt: int = 0
     cpu_s: float = 0.0
+
+
+def evaluate_timed(batch: SpecBatch, node_id: str, pid: int, attempt: int = 0) -> BatchOutput:
+    """:func:`evaluate_batch` with where it ran and its wall and CPU time (a pool's output)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    columns = evaluate_batch(batch)
+    return BatchOutput(batch.batch_id, batch.point_ids, columns, node_id, pid,
+                       time.perf_counter() - t0, attempt, time.process_time() - c0)
 
 
 def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:

@@ -20,14 +20,20 @@ import contextlib
 import ctypes
 import logging
 import os
-import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from search.run.batch import BatchOutput, Columns, Runner, SpecBatch, evaluate_batch
+from search.run.batch import (
+    BatchOutput,
+    Columns,
+    Runner,
+    SpecBatch,
+    evaluate_batch,
+    evaluate_timed,
+)
 
 __all__ = ["INLINE_OBJECT_MAX_B", "WorkerPool", "init_ray", "keep_heap", "pool_runner", "ray_pool"]
 
@@ -51,10 +57,7 @@ class _Worker:
         evaluate_batch(batch)
 
     def evaluate(self, batch: SpecBatch, attempt: int) -> BatchOutput:
-        t0, c0 = time.perf_counter(), time.process_time()
-        cols = evaluate_batch(batch)
-        return BatchOutput(batch.batch_id, batch.point_ids, cols, self.node_id, self.pid,
-                           time.perf_counter() - t0, attempt, time.process_time() - c0)
+        return evaluate_timed(batch, self.node_id, self.pid, attempt)
 
 
 #: glibc ``mallopt`` parameters (``malloc.h``) and the values a worker sets: the maxima of

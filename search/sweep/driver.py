@@ -4,8 +4,10 @@ Model (DESIGN.md "User-facing contract" ``simsweep sweep`` and "Reliability"):
 1. :func:`search.plan.make_plan` expands and validates every point before any work;
 2. points are grouped by graph structure and cut into batches of ``sweep.batch_size`` points, or,
    with ``auto`` (the default), of guided sizes (:func:`guided_batch_size`);
-3. a :class:`search.run.workers.WorkerPool` evaluates them; each finished batch is appended to the
-   parquet table (:class:`search.tables.ResultsStore`) and queued for MLflow child runs;
+3. a :class:`search.run.workers.WorkerPool` evaluates them (or, with ``sweep.in_process=true``,
+   a :class:`search.run.local_pool.LocalPool` in this process, without Ray); each finished batch
+   is appended to the parquet table (:class:`search.tables.ResultsStore`) and queued for MLflow
+   child runs;
 4. the table is consolidated, summarized, and published to the parent MLflow run.
 
 Resume (``sweep.resume=true``, same ``sweep.output_dir``): the folder's ``sweep.json`` must hold
@@ -105,7 +107,9 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
     store = ResultsStore(out, float(cfg.sweep.flush_interval_s))
     done = store.done_ids()
     outcome = SweepOutcome(out, plan.num_points, skipped=int(np.unique(done).shape[0]))
-    import ray  # noqa: F401 - imported here, not beside MLflow's import on the thread
+    in_process = bool(cfg.sweep.get("in_process", False))
+    if not in_process:
+        import ray  # noqa: F401 - imported here, not beside MLflow's import on the thread
 
     with ExitStack() as ray_scope:
         with ThreadPoolExecutor(1, thread_name_prefix="simsweep-tracking") as opener:
@@ -114,9 +118,10 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
             if cfg.tracking.enabled and cfg.tracking.plots:  # imported while the pool evaluates
                 opener.submit(_preload_plots, tracking)
             if outcome.skipped < plan.num_points:
+                from search.run.local_pool import local_pool
                 from search.run.workers import ray_pool
 
-                pool = ray_scope.enter_context(ray_pool(cfg.ray))
+                pool = ray_scope.enter_context(local_pool() if in_process else ray_pool(cfg.ray))
                 _evaluate(plan, cfg, pool, done, store, tracking, outcome, on_batch, t0)
             else:
                 store.flush()
