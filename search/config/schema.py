@@ -23,7 +23,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, BooleanNode, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from simcore.errors import InputError
@@ -295,8 +295,22 @@ def validate_value(group: str, node: Any) -> None:
             value = OmegaConf.select(given, rel, default=None, throw_on_resolution_failure=False)
             found = InputError(found.key, value, found.rule)
         raise found from None
+    _check_booleans(group, node, merged)
     if group == "sweep" and "batch_size" in node:
         check_batch_size(node.get("batch_size"))
+
+
+def _check_booleans(key: str, given: Any, merged: Any) -> None:
+    """Every boolean field of ``given`` is written ``true`` or ``false``. OmegaConf's schema
+    check also accepts ``yes`` / ``no`` / ``on`` / ``off`` / ``0`` / ``1`` for a bool, but the
+    config the caller keeps holds the raw value, and a string is truthy: ``sweep.resume=no``
+    would resume. Raises :class:`InputError` on the first such value."""
+    if isinstance(given, dict | DictConfig):
+        for name, value in given.items():
+            if isinstance(merged, DictConfig) and name in merged:
+                _check_booleans(f"{key}.{name}", value, merged._get_node(name))
+    elif isinstance(merged, BooleanNode) and given is not None and not isinstance(given, bool):
+        raise InputError(key, given, "must be true or false")
 
 
 def validate_config(cfg: DictConfig) -> None:

@@ -43,9 +43,20 @@ def test_mirror_keeps_fields_defaults_and_nesting():
     ("sweep", {"batch_size": 2.5}, "sweep.batch_size", "auto or an integer"),
     ("ray", {"num_workers": 2.5}, "ray.num_workers", "Integer"),
     ("tracking", {"enabled": "perhaps"}, "tracking.enabled", "bool"),
+    # OmegaConf takes these for a bool, but the config keeps the raw value, and "no" is truthy
+    ("sweep", {"resume": "no"}, "sweep.resume", "must be true or false"),
+    ("sweep", {"in_process": 0}, "sweep.in_process", "must be true or false"),
+    ("tracking", {"plots": "off"}, "tracking.plots", "must be true or false"),
 ])
 def test_own_groups_reject_typos_and_wrong_types_naming_key_value_rule(group, content, key, rule):
     with pytest.raises(InputError) as err:
         validate_value(group, content)
     assert err.value.key == key and rule in err.value.rule
     assert "valid keys here" not in err.value.rule or "batch_size" in err.value.rule
+
+
+def test_a_nested_bool_written_as_a_word_is_refused_where_true_and_false_pass():
+    assert validate_value("sweep", {"resume": True, "in_process": False, "progress": True}) is None
+    with pytest.raises(InputError) as err:
+        validate_value("parallel", {"tp": 2, "sequence_parallel": "yes"})
+    assert err.value.key == "parallel.sequence_parallel" and err.value.value == "yes"
