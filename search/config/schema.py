@@ -308,7 +308,7 @@ def _check_booleans(key: str, given: Any, merged: Any) -> None:
     if isinstance(given, dict | DictConfig):
         for name, value in given.items():
             if isinstance(merged, DictConfig) and name in merged:
-                _check_booleans(f"{key}.{name}", value, merged._get_node(name))
+                _check_booleans(f"{key}.{name!s}", value, merged._get_node(name))
     elif isinstance(merged, BooleanNode) and given is not None and not isinstance(given, bool):
         raise InputError(key, given, "must be true or false")
 
