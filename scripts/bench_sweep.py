@@ -54,7 +54,7 @@ import numpy as np
 
 from search.config.compose import compose_session
 from search.run.batch import BatchOutput, evaluate_batch
-from search.sweep.driver import iter_batches, run_sweep
+from search.sweep.driver import batch_size_of, iter_batches, run_sweep
 from search.sweep.plan import make_plan
 from search.tracking.client import Tracker
 
@@ -146,7 +146,7 @@ def _probe(label: str, axes: list[str], common: list[str], work: Path, args: arg
     n = plan.num_points  # type: ignore[attr-defined]
     print(f"{label}: {n:,} points, planned in {plan_s:.1f} s ({n / plan_s:,.0f} points/s)",
           flush=True)
-    size = None if args.batch_size == "auto" else int(args.batch_size)  # auto: 2,048 at first
+    size = batch_size_of({"batch_size": args.batch_size})  # auto (None): 2,048 at first
     base, base_cpu = _baseline(plan, size, args.baseline_batches)
     ceiling = _ceiling(plan, size, args.ceiling_batches, args.repeats)
     blank = ("-",) * 4
@@ -217,12 +217,25 @@ def _sweeps(label: str, n: int, axes: list[str], common: list[str], work: Path,
     return rows
 
 
+def _batch_size(text: str) -> str:
+    """``--batch-size``: ``auto`` or a whole number of points, checked as the sweep checks it."""
+    from search.config.schema import check_batch_size
+    from simcore.errors import InputError
+
+    try:
+        check_batch_size(text if text == "auto" else float(text), "--batch-size")
+    except (InputError, ValueError) as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be auto or an integer in [1, 1000000]"
+                                         ) from err
+    return text if text == "auto" else str(int(float(text)))
+
+
 def main() -> None:
     """Run the benchmark and print its table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", choices=[*CASES, "all"], default="all")
     ap.add_argument("--points", type=int, default=0, help="random points instead of the grid")
-    ap.add_argument("--batch-size", default="auto",
+    ap.add_argument("--batch-size", default="auto", type=_batch_size,
                     help="sweep.batch_size of the sweeps: auto (the default sweep's) or points")
     ap.add_argument("--baseline-batches", type=int, default=3)
     ap.add_argument("--ceiling-batches", type=int, default=16,
@@ -236,8 +249,9 @@ def main() -> None:
     load0 = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     work = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
     mode = ["sweep.mode=random", f"sweep.num_points={args.points}"] if args.points else []
-    common = [*mode, f"sweep.batch_size={args.batch_size}", "sweep.progress=false",
-              f"tracking.uri=sqlite:///{work / 'mlflow.db'}"]
+    how = [f"sweep.batch_size={args.batch_size}", "sweep.progress=false",
+           f"tracking.uri=sqlite:///{work / 'mlflow.db'}"]  # the warm-up's too
+    common = [*mode, *how]
     keys = list(CASES) if args.case == "all" else [args.case]
     ray_tmp = tempfile.mkdtemp(prefix="rs_bench", dir="/tmp")
     rows: list[tuple[str, ...]] = []
@@ -249,8 +263,7 @@ def main() -> None:
         init_ray(None, 2, ray_tmp)  # loopback only, in a private (0700) temp dir
         for key in keys:
             n, probe_rows = probes[key]
-            _warm_up(CASES[key][1], [c for c in common if not c.startswith("sweep.num_points")
-                                     and c != "sweep.mode=random"], work)
+            _warm_up(CASES[key][1], how, work)
             rows += probe_rows + _sweeps(CASES[key][0], n, CASES[key][1], common, work, args)
     finally:
         ray.shutdown()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import Any
@@ -111,7 +111,7 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
     if not in_process:
         import ray  # noqa: F401 - imported here, not beside MLflow's import on the thread
 
-    with ExitStack() as ray_scope:
+    with ExitStack() as pool_scope:
         with ThreadPoolExecutor(1, thread_name_prefix="simsweep-tracking") as opener:
             tracking = opener.submit(start_tracking, cfg, manifest, out, plan.num_points,
                                      plan.param_keys, outcome)
@@ -121,16 +121,16 @@ def run_sweep(plan: SweepPlan, cfg: DictConfig,
                 from search.run.local_pool import local_pool
                 from search.run.workers import ray_pool
 
-                pool = ray_scope.enter_context(local_pool() if in_process else ray_pool(cfg.ray))
+                pool = pool_scope.enter_context(local_pool() if in_process else ray_pool(cfg.ray))
                 _evaluate(plan, cfg, pool, done, store, tracking, outcome, on_batch, t0)
             else:
                 store.flush()
             track = tracking.result()
-        stop_ray = ray_scope.pop_all()  # on success: closed beside the finish, below
+        release_pool = pool_scope.pop_all()  # on success: closed beside the finish, below
     t_finish = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix="simsweep-finish") as finisher:
         finishing = finisher.submit(finish_sweep, cfg, out, manifest, store, track, outcome)
-        stop_ray.close()  # the actors, and a Ray this sweep started: ~1.3 s of waiting for
+        release_pool.close()  # the actors, and a Ray this sweep started: ~1.3 s of waiting for
         finishing.result()  # Ray's processes to exit, spent while the table and plots are made
     outcome.write_s = store.write_s
     outcome.wall_s = time.perf_counter() - t0
@@ -145,7 +145,7 @@ def _preload_plots(tracking: Future[Any]) -> None:
         preload_plot_libraries()
 
 
-def batch_size_of(sweep: DictConfig) -> int | None:
+def batch_size_of(sweep: Mapping[str, Any] | DictConfig) -> int | None:
     """``sweep.batch_size`` as :func:`iter_batches` takes it: points per batch, None for
     ``auto`` (validated by :func:`search.config.schema.validate_config`)."""
     value = sweep.get("batch_size", "auto")
