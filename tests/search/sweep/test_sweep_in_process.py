@@ -8,6 +8,7 @@ sweep runs), and the command must not start or even import Ray.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -37,11 +38,11 @@ def test_in_process_table_equals_the_ray_pools_and_resumes_across_modes(ray_loca
     local = plan_for(*common, "sweep.in_process=true", f"sweep.output_dir={tmp_path / 'local'}")
     outcome = run_sweep(local, local.base_cfg)
     assert outcome.computed == local.num_points == 36 and outcome.retries == 0
-    assert list(outcome.batches_per_node) == [f"local:{os.uname().nodename}"]
+    assert list(outcome.batches_per_node) == [f"local:{socket.gethostname()}"]
     mine, theirs = _table(tmp_path / "local"), _table(tmp_path / "ray")
     assert mine.columns == theirs.columns and mine.equals(theirs)
     written = pl.read_parquet(tmp_path / "local" / "results.parquet")
-    assert set(written["worker_node"].to_list()) == {f"local:{os.uname().nodename}"}
+    assert set(written["worker_node"].to_list()) == {f"local:{socket.gethostname()}"}
 
     resumed = plan_for(*common, f"sweep.output_dir={tmp_path / 'local'}", "sweep.resume=true")
     again = run_sweep(resumed, resumed.base_cfg)  # on Ray now: nothing left to compute
