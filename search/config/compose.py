@@ -2,24 +2,36 @@
 
 Every command composes through :func:`compose` (``simsweep simulate``, ``chakra export``,
 ``sweep``, ``search``); :func:`compose_session` binds it to one config folder for the sweep
-planner, which composes once per structural combination. Each call initializes Hydra, composes
-and clears it again, so no global Hydra state outlives a call. A composition error is one
-:class:`~simcore.errors.InputError` line naming the override (``key=value: rule``).
+planner. Each call initializes Hydra, composes and clears it again, so no global Hydra state
+outlives a call. A composition error is one :class:`~simcore.errors.InputError` line naming the
+override (``key=value: rule``).
+
+:func:`with_value_overrides` gives what a composition with more overrides would give when those
+are plain values (``parallel.tp=4``) without composing again: Hydra composes the defaults list
+(config groups), sets struct mode, then applies each value override in order as
+``OmegaConf.update(cfg, key, value, merge=True)`` (``hydra._internal.config_loader_impl``,
+``_apply_overrides_to_config``, hydra-core 1.3), so a copy of the composed config updated the
+same way is the same config. A composition costs ~0.13 s (it reads the YAML files and
+rebuilds the defaults tree); the copy and updates ~8 ms. The sweep planner composes its
+structural combinations this way (a 120-combination parallelization grid of GPT-3: 19 s of
+planning before).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
 from simcore.errors import InputError
 
 __all__ = ["compose", "compose_session", "config_options", "default_config_dir",
-           "split_config_dir"]
+           "split_config_dir", "split_value_overrides", "with_value_overrides"]
 
 
 def default_config_dir() -> Path:
@@ -115,3 +127,61 @@ def compose_session(config_dir: str | Path) -> tuple[Callable[[Sequence[str]], D
         return config_options(name, config_dir)
 
     return _compose, _options
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> Any:
+    """Hydra's parse of one override (a sweep's structural values repeat across combinations;
+    a parse costs ~0.5 ms). Overrides are not changed after parsing."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_override(text)
+
+
+def _is_plain_value(ov: Any) -> bool:
+    from hydra.core.override_parser.types import OverrideType
+
+    key = ov.key_or_group
+    return bool(ov.type == OverrideType.CHANGE and ov.package is None and "." in key
+                and "/" not in key and not ov.is_sweep_override())
+
+
+def split_value_overrides(overrides: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the others, the plain value overrides) of ``overrides``, each in order.
+
+    A plain value override sets a dotted key (``parallel.tp=4``: a dotted key names no config
+    group) to one value, with no ``+`` / ``++`` / ``~`` prefix and no ``@package``; the rest
+    (config group choices, top-level keys, additions, deletions) need Hydra's defaults list.
+    A value override whose key lies under another override's key (``a.b=1`` after ``a=...``)
+    counts with the others, so the values never move ahead of what they refine."""
+    others: list[str] = []
+    values: list[str] = []
+    for text in overrides:
+        ov = _parsed(text)
+        under = any(ov.key_or_group.startswith(_parsed(o).key_or_group + ".") for o in others)
+        (values if _is_plain_value(ov) and not under else others).append(text)
+    return tuple(others), tuple(values)
+
+
+def with_value_overrides(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig | None:
+    """A copy of the composed ``cfg`` with the plain value ``overrides``
+    (:func:`split_value_overrides`) applied as Hydra's compose applies them (see the module
+    docstring): equal to composing ``cfg``'s overrides followed by ``overrides``. None when one
+    of them is not a plain value override or cannot be applied (a key the config does not
+    have, a value its schema refuses): the caller composes, and Hydra reports the error in its
+    own words."""
+    import copy
+
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    parsed = [_parsed(text) for text in overrides]
+    if not all(_is_plain_value(ov) for ov in parsed):
+        return None
+    out = copy.deepcopy(cfg)
+    try:
+        for ov in parsed:
+            OmegaConf.update(out, ov.key_or_group, copy.deepcopy(ov.value()), merge=True)
+    except (OmegaConfBaseException, ValueError, TypeError):
+        return None
+    return out

@@ -162,3 +162,36 @@ def test_point_hashes_follow_their_definition_value_by_value():
     assert zero != minus_zero
     alone = _point_hashes(combos, combo_of[:2], [])  # type: ignore[arg-type]
     assert alone == [hashlib.sha1(f"c{c}|".encode()).hexdigest()[:16] for c in (0, 1)]
+
+
+def test_structural_combinations_equal_a_full_composition_each():
+    """Combinations are composed once per config group choice and their plain values applied
+    to a copy (search.config.compose.with_value_overrides): each equals Hydra's composition of
+    all its overrides, config and built specs alike."""
+    from search.config.compose import compose_session
+    from search.sweep.plan import make_plan
+
+    compose, options = compose_session(CONF)
+    calls = []
+
+    def counted(overrides):
+        calls.append(tuple(overrides))
+        return compose(overrides)
+
+    plan = make_plan(counted, options, ["sweep.progress=false", "system.num_gpus=64",
+                                        "workload=gpt_1b,gpt_tiny", "parallel.tp=1,2",
+                                        "parallel.micro_batch=1,4", "parallel.recompute=none,full"])
+    assert len(plan.combos) == 16
+    assert len(calls) <= 4  # the fixed overrides (and the sweep file's), one per workload
+    for combo in plan.combos:
+        full = compose(combo.overrides)
+        assert OmegaConf.to_yaml(combo.cfg) == OmegaConf.to_yaml(full)
+        assert OmegaConf.to_yaml(combo.cfg, resolve=True) == OmegaConf.to_yaml(full, resolve=True)
+        assert (combo.model, combo.parallel, combo.system) == build_specs(full)
+
+
+def test_a_structural_value_the_schema_refuses_names_its_key(plan_for):
+    with pytest.raises(InputError, match="parallel.tp"):
+        plan_for("parallel.tp=2,abc")
+    with pytest.raises(InputError, match="parallel.no_such_key"):
+        plan_for("parallel.no_such_key=1,2")

@@ -1,0 +1,74 @@
+"""Value overrides applied to a composed config equal a full Hydra composition
+(search/config/compose.py: split_value_overrides, with_value_overrides)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from search.config.compose import compose, split_value_overrides, with_value_overrides
+
+CONF = Path(__file__).resolve().parents[3] / "conf"
+
+
+def _same(a: object, b: object) -> None:
+    assert OmegaConf.to_yaml(a) == OmegaConf.to_yaml(b)  # raw: interpolations kept
+    assert OmegaConf.to_yaml(a, resolve=True) == OmegaConf.to_yaml(b, resolve=True)
+    assert OmegaConf.is_struct(a) == OmegaConf.is_struct(b)
+
+
+@pytest.mark.parametrize(("fixed", "extra"), [
+    (["workload=gpt3_175b"], ["parallel.tp=4", "parallel.pp=8", "parallel.micro_batch=2"]),
+    ([], ["parallel.zero_stage=3", "parallel.recompute=full", "system.scaleout.bandwidth_GBps=50.5"]),
+    ([], ["parallel.dp=null", "tracking.experiment='my sweep: a/b'"]),
+    (["system=mixed_h100_a100"], ["system.pools.0.count=16", "parallel.work_shares=[1.0,0.5]",
+                                  "parallel.work_split=explicit"]),  # num_gpus interpolates pools
+    (["workload=gpt3_175b", "parallel.tp=2"], ["parallel.tp=8"]),  # a fixed value overridden again
+])
+def test_value_overrides_on_a_copy_equal_a_full_composition(fixed, extra):
+    base = compose(fixed, CONF)
+    before = OmegaConf.to_yaml(base)
+    derived = with_value_overrides(base, extra)
+    assert derived is not None
+    _same(derived, compose([*fixed, *extra], CONF))
+    assert OmegaConf.to_yaml(base) == before  # the composed config is not changed
+
+
+@pytest.mark.parametrize("override", [
+    "workload=gpt_tiny",  # a config group choice
+    "fidelity=astra",  # a top-level key: could be a group, Hydra decides
+    "+parallel.extra_key=1", "++parallel.tp=2", "~parallel.dp",  # add, force-add, delete
+    "parallel.tp=1,2",  # a sweep, not one value
+])
+def test_overrides_that_need_hydra_are_left_to_it(override):
+    others, values = split_value_overrides(["parallel.pp=2", override])
+    assert others == (override,) and values == ("parallel.pp=2",)
+    assert with_value_overrides(compose([], CONF), [override]) is None
+
+
+def test_a_value_under_an_earlier_group_override_stays_behind_it():
+    others, values = split_value_overrides(["system=dgx_h100_80g", "system.num_gpus=16",
+                                            "parallel.tp=2"])
+    assert others == ("system=dgx_h100_80g", "system.num_gpus=16")
+    assert values == ("parallel.tp=2",)
+
+
+def test_a_key_the_config_does_not_have_is_left_to_hydra():
+    from simcore.errors import InputError
+
+    assert with_value_overrides(compose([], CONF), ["parallel.no_such_key=1"]) is None
+    with pytest.raises(InputError, match="parallel.no_such_key"):
+        compose(["parallel.no_such_key=1"], CONF)
+
+
+def test_a_value_of_the_wrong_type_fails_validation_as_a_composed_one_does():
+    from search.config.schema import validate_config
+    from simcore.errors import InputError
+
+    derived = with_value_overrides(compose([], CONF), ["parallel.tp=abc"])
+    assert derived is not None
+    _same(derived, compose(["parallel.tp=abc"], CONF))
+    with pytest.raises(InputError, match="parallel.tp"):
+        validate_config(derived)
