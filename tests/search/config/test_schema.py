@@ -60,3 +60,32 @@ def test_a_nested_bool_written_as_a_word_is_refused_where_true_and_false_pass():
     with pytest.raises(InputError) as err:
         validate_value("parallel", {"tp": 2, "sequence_parallel": "yes"})
     assert err.value.key == "parallel.sequence_parallel" and err.value.value == "yes"
+
+
+def test_a_group_found_valid_once_does_not_make_another_content_pass(monkeypatch):
+    """validate_config remembers contents found valid (a sweep's combinations repeat most
+    groups); a changed value, or a group whose content holds an interpolation, is checked."""
+    from pathlib import Path
+
+    from search.config import schema
+    from search.config.compose import compose
+
+    conf = Path(__file__).resolve().parents[3] / "conf"
+    cfg = compose(["parallel.tp=4"], conf)
+    schema.validate_config(cfg)
+    assert ("parallel", schema._content_key("parallel", cfg.parallel)[1]) in schema._valid
+    checked = []
+    monkeypatch.setattr(schema, "validate_value",
+                        lambda group, node: checked.append(group) or validate_value(group, node))
+    schema.validate_config(cfg)
+    assert checked == []  # every group was found valid before
+    cfg.parallel.tp = "four"
+    with pytest.raises(InputError, match="parallel.tp"):
+        schema.validate_config(cfg)
+    assert checked == ["parallel"]
+    monkeypatch.setenv("SIMSWEEP_TEST_TP", "2")
+    cfg.parallel.tp = "${oc.env:SIMSWEEP_TEST_TP}"
+    schema.validate_config(cfg)
+    monkeypatch.setenv("SIMSWEEP_TEST_TP", "two")
+    with pytest.raises(InputError, match="parallel.tp"):
+        schema.validate_config(cfg)  # same raw content, other value: checked again
