@@ -1,10 +1,12 @@
-"""Shared helpers of the benchmark scripts: median wall time and seeded hardware variants."""
+"""Shared helpers of the benchmark scripts: median wall time, seeded hardware variants, the
+markdown table with the load it was measured at."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -32,3 +34,19 @@ def hardware_variants(base: SystemSpec, n: int, seed: int = 0) -> list[SystemSpe
         out.append(replace(base, accelerator=acc, scaleout=replace(
             base.scaleout, bandwidth_GBps=float(rng.uniform(12.5, 100.0)))))
     return out
+
+
+def print_table(head: Sequence[str], rows: Sequence[Sequence[str]], load_before: str) -> None:
+    """``rows`` as a markdown table under ``head``, then the load average before (as
+    :func:`load_average` gave it) and now: every figure on a shared machine needs it."""
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print(f"load average (1, 5, 15 min) before: {load_before}; after: {load_average()} "
+          f"({os.cpu_count()} CPUs)")
+
+
+def load_average() -> str:
+    """The 1-, 5- and 15-minute load averages, as printed under a table."""
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())

@@ -17,13 +17,14 @@ Usage: ``python scripts/bench_plan.py [--repeats R]``.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from _bench_util import load_average, print_table
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 GPT3 = ["workload=gpt3_175b", "system=dgx_a100_80g", "system.num_gpus=1024",
@@ -83,7 +84,7 @@ def main() -> None:
     args = ap.parse_args()
     out = tempfile.mkdtemp(prefix="bench_plan_")
     _time_plan([], out)  # imports, Hydra's first composition
-    load0 = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    load0 = load_average()
     rows = []
     for label, overrides in CASES.items():
         new, old = [], []
@@ -98,12 +99,7 @@ def main() -> None:
     head = ("sweep", "points", "structural combinations", "per-combination composition s",
             "ms per combination", "make_plan s", "ms per combination", "speed-up")
     print(f"medians of {args.repeats} alternating runs per side")
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-    load1 = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"load average (1, 5, 15 min) before: {load0}; after: {load1} ({os.cpu_count()} CPUs)")
+    print_table(head, rows, load0)
     import shutil
 
     shutil.rmtree(out, ignore_errors=True)

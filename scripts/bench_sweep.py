@@ -51,6 +51,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _bench_util import load_average, print_table
 
 from search.config.compose import compose_session
 from search.run.batch import BatchOutput, evaluate_batch
@@ -246,7 +247,7 @@ def main() -> None:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     import ray
 
-    load0 = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    load0 = load_average()
     work = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
     mode = ["sweep.mode=random", f"sweep.num_points={args.points}"] if args.points else []
     how = [f"sweep.batch_size={args.batch_size}", "sweep.progress=false",
@@ -273,12 +274,7 @@ def main() -> None:
             "per worker", "worker CPU points/s", "plan s", "start-up s", "finish s",
             "scaling eff. end to end / eval loop")
     print(f"medians of {args.repeats} interleaved runs; efficiencies: median (min-max)")
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-    load1 = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"load average (1, 5, 15 min) before: {load0}; after: {load1} ({os.cpu_count()} CPUs)")
+    print_table(head, rows, load0)
     print("target: >= 20,000 points/s per worker on hardware-only axes, >= 90% scaling at 2")
 
 
