@@ -89,3 +89,15 @@ def test_a_group_found_valid_once_does_not_make_another_content_pass(monkeypatch
     monkeypatch.setenv("SIMSWEEP_TEST_TP", "two")
     with pytest.raises(InputError, match="parallel.tp"):
         schema.validate_config(cfg)  # same raw content, other value: checked again
+
+
+def test_the_cached_schema_form_is_not_changed_by_the_checks_it_serves():
+    from search.config import schema
+
+    schema.validate_value("sweep", {"batch_size": 8, "name": "a"})
+    cached = schema._STRUCTURED[schema.group_schemas()["sweep"]]
+    before = OmegaConf.to_yaml(cached)
+    schema.validate_value("sweep", {"batch_size": 16, "name": "b", "axes": {"k": "1,2"}})
+    with pytest.raises(InputError, match="sweep.batch_sise"):
+        schema.validate_value("sweep", {"batch_sise": 8})
+    assert OmegaConf.to_yaml(cached) == before
