@@ -123,9 +123,10 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
     Overrides are grouped by the top-level SystemSpec field they touch (``accelerator``,
     ``scaleout``, ...). Each distinct value of such a field is built once and validated once,
     inside a full ``replace`` of the base system (so every SystemSpec rule that involves it is
-    checked); a point then combines validated fields without re-running the checks. This is
-    exact because SystemSpec's rules each involve one such field and structural fields only
-    (``num_gpus``, ``gpus_per_node``, which a batch never changes); ``tests/search/sweep/test_plan.py``
+    checked, :meth:`simcore.specs.system.SystemSpec.with_field`); a point then combines
+    validated fields without re-running the checks. This is exact because SystemSpec's rules
+    each involve one such field and structural fields only (``num_gpus``, ``gpus_per_node``,
+    which a batch never changes); ``tests/search/sweep/test_plan.py``
     compares every point against a full Hydra composition. A point with an invalid value gets
     ``None`` and the one-line error message.
     """
@@ -205,7 +206,7 @@ def _checked_field(base: Any, head: str, subs: list[tuple[tuple[str, ...], list[
     try:
         for (path, _), value in zip(subs, values, strict=True):
             spec = set_path(spec, path, value) if path else value
-        replace(base, **{head: spec})  # run every SystemSpec rule on this value
+        base.with_field(head, spec)  # every SystemSpec rule that involves this value
     except ValueError as err:
         return err
     return spec

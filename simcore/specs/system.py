@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from math import prod
+from typing import Any
 
 from simcore.errors import InputError, require
 from simcore.limits import limit
@@ -338,14 +339,50 @@ class SystemSpec:
                 p + "num_gpus", self.num_gpus,
                 f"must be a multiple of gpus_per_node={self.gpus_per_node} (or fewer)")
         self._fold_scaleout_dims()
+        # a rule that involves one sub-spec field (and the shape fields) also goes in
+        # _field_rules, which with_field runs alone (tests compare it with replace)
         self.scaleup.validate(p + "scaleup.")
         self.scaleout.validate(p + "scaleout.")
         self.calibration.validate(p + "calibration.")
-        require(self.scaleup.size in (0, self.gpus_per_node), p + "scaleup.size",
-                self.scaleup.size, f"must be 0 or gpus_per_node={self.gpus_per_node}")
-        require(self.scaleout.size in (0, self.num_nodes), p + "scaleout.size",
-                self.scaleout.size, f"must be 0 or num_gpus/gpus_per_node={self.num_nodes}")
+        self._check_size("scaleup", self.scaleup)
+        self._check_size("scaleout", self.scaleout)
         self._normalize_pools()
+
+    def _check_size(self, name: str, dim: TopologyDimSpec) -> None:
+        """``scaleup.size`` is 0 or ``gpus_per_node``; ``scaleout.size`` 0 or the node count."""
+        if name == "scaleup":
+            require(dim.size in (0, self.gpus_per_node), "system.scaleup.size", dim.size,
+                    f"must be 0 or gpus_per_node={self.gpus_per_node}")
+        else:
+            require(dim.size in (0, self.num_nodes), "system.scaleout.size", dim.size,
+                    f"must be 0 or num_gpus/gpus_per_node={self.num_nodes}")
+
+    def _field_rules(self, name: str, value: Any) -> bool:
+        """Run, in ``__post_init__``'s order, every rule of this class that involves the
+        sub-spec field ``name`` set to ``value``: its own checks and those it shares with the
+        shape fields (``num_gpus``, ``gpus_per_node``). ``accelerator``, ``collective``,
+        ``memory`` and ``endpoint`` check themselves when built; no rule here reads them.
+        False, having run nothing, for any other field."""
+        if name in ("scaleup", "scaleout", "calibration"):
+            value.validate(f"system.{name}.")
+            if name != "calibration":
+                self._check_size(name, value)
+            return True
+        return name in ("accelerator", "collective", "memory", "endpoint")
+
+    def with_field(self, name: str, value: Any) -> SystemSpec:
+        """``dataclasses.replace(self, **{name: value})``: the same system and the same error,
+        checking only the rules that involve ``name`` (for a sweep's hardware axes: ~2 us
+        against ~22 us for a full check). Exact when each rule involves one sub-spec field and
+        the shape fields, which holds without scale-out dims and device pools (their folding
+        and normalization read several fields); with them, or for another field, this is
+        that ``replace``."""
+        if self.pools or self.scaleout_dims or not self._field_rules(name, value):
+            return replace(self, **{name: value})
+        out = object.__new__(SystemSpec)
+        out.__dict__.update(self.__dict__)
+        out.__dict__[name] = value
+        return out
 
     def _fold_scaleout_dims(self) -> None:
         """Validate ``scaleout_dims`` and set ``scaleout`` to their fold (class docstring)."""

@@ -15,6 +15,7 @@ from simcore.hardware.batch import SystemBatch
 from simcore.specs.system import (
     AcceleratorSpec,
     CalibrationSpec,
+    DevicePool,
     SystemSpec,
     TopologyDimSpec,
     system_from_dict,
@@ -110,3 +111,54 @@ def test_batch_stacks_numeric_fields() -> None:
         SystemBatch.from_specs([])
     with pytest.raises(InputError, match="fp8"):
         batch.peak("fp8")
+
+
+def _outcome(make):
+    """(the system, None) or (None, the InputError's message) of ``make()``."""
+    try:
+        return make(), None
+    except InputError as err:
+        return None, str(err)
+
+
+_SUBSPECS = [
+    ("scaleup", lambda s, v: replace(s.scaleup, bandwidth_GBps=v)),
+    ("scaleup", lambda s, v: replace(s.scaleup, latency_ns=v)),
+    ("scaleup", lambda s, v: replace(s.scaleup, size=int(v))),
+    ("scaleout", lambda s, v: replace(s.scaleout, bandwidth_GBps=v)),
+    ("scaleout", lambda s, v: replace(s.scaleout, size=int(v), kind="Ring" if v > 5 else "Bus")),
+    ("calibration", lambda s, v: replace(s.calibration, scaleup_efficiency=v)),
+    ("calibration", lambda s, v: replace(s.calibration, switch_allreduce_gain=v)),
+    ("calibration", lambda s, v: replace(s.calibration, kernel_launch_floor_us=v)),
+]
+
+
+@pytest.mark.parametrize("system", [
+    SystemSpec(num_gpus=64),
+    SystemSpec(num_gpus=64, scaleout_dims=(TopologyDimSpec(size=2), TopologyDimSpec(size=4))),
+    SystemSpec(num_gpus=16, pools=(DevicePool(count=8), DevicePool(count=8))),
+], ids=["plain", "scale-out dims", "pools"])
+def test_with_field_equals_replace_on_valid_and_invalid_values(system):
+    """with_field checks only the rules that involve the field; it must give what replace
+    gives, system or error, for every value (a rule added to __post_init__ for one sub-spec
+    and not to _field_rules makes this fail)."""
+    rng = np.random.default_rng(0)
+    values = [0.0, -1.0, 1.0, 8.0, float("nan"), float("inf"), 1.5, 2.0]
+    values += rng.uniform(-2, 12, 40).round(2).tolist()
+    checked = 0
+    for name, make in _SUBSPECS:
+        for v in values:
+            try:
+                sub = make(system, v)  # a sub-spec that checks itself may refuse v already
+            except (InputError, ValueError, OverflowError):  # int(nan), int(inf)
+                continue
+            fast, fast_err = _outcome(lambda n=name, s=sub: system.with_field(n, s))
+            full, full_err = _outcome(lambda n=name, s=sub: replace(system, **{n: s}))
+            assert fast_err == full_err, (name, v)
+            assert fast == full, (name, v)
+            checked += 1
+    accel = replace(system.accelerator, hbm_bandwidth_GBps=3000.0)
+    assert system.with_field("accelerator", accel) == replace(system, accelerator=accel)
+    assert (_outcome(lambda: system.with_field("num_gpus", 128))  # a shape field: replace
+            == _outcome(lambda: replace(system, num_gpus=128)))
+    assert checked > 200
