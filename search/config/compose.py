@@ -152,15 +152,17 @@ def split_value_overrides(overrides: Sequence[str]) -> tuple[tuple[str, ...], tu
     A plain value override sets a dotted key (``parallel.tp=4``: a dotted key names no config
     group) to one value, with no ``+`` / ``++`` / ``~`` prefix and no ``@package``; the rest
     (config group choices, top-level keys, additions, deletions) need Hydra's defaults list.
-    A value override whose key lies under another override's key (``a.b=1`` after ``a=...``)
-    counts with the others, so the values never move ahead of what they refine."""
-    others: list[str] = []
-    values: list[str] = []
-    for text in overrides:
-        ov = _parsed(text)
-        under = any(ov.key_or_group.startswith(_parsed(o).key_or_group + ".") for o in others)
-        (values if _is_plain_value(ov) and not under else others).append(text)
-    return tuple(others), tuple(values)
+    A value override whose key equals, lies under or holds another kind's key (``a.b=1`` and
+    ``a=...``, ``parallel.tp=2`` and ``~parallel.tp``) counts with the others, so the two keep
+    their order."""
+    parsed = [(text, _parsed(text)) for text in overrides]
+    held = [ov.key_or_group for _, ov in parsed if not _is_plain_value(ov)]
+
+    def related(key: str) -> bool:
+        return any(key == k or key.startswith(k + ".") or k.startswith(key + ".") for k in held)
+
+    values = tuple(t for t, ov in parsed if _is_plain_value(ov) and not related(ov.key_or_group))
+    return tuple(t for t, _ in parsed if t not in values), values
 
 
 def with_value_overrides(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig | None:

@@ -48,11 +48,13 @@ def test_overrides_that_need_hydra_are_left_to_it(override):
     assert with_value_overrides(compose([], CONF), [override]) is None
 
 
-def test_a_value_under_an_earlier_group_override_stays_behind_it():
+def test_a_value_related_to_another_kind_of_override_keeps_its_place_beside_it():
     others, values = split_value_overrides(["system=dgx_h100_80g", "system.num_gpus=16",
                                             "parallel.tp=2"])
     assert others == ("system=dgx_h100_80g", "system.num_gpus=16")
     assert values == ("parallel.tp=2",)
+    others, values = split_value_overrides(["parallel.tp=2", "~parallel.tp", "parallel.pp=4"])
+    assert others == ("parallel.tp=2", "~parallel.tp") and values == ("parallel.pp=4",)
 
 
 def test_a_key_the_config_does_not_have_is_left_to_hydra():
