@@ -7,7 +7,8 @@ composes once per distinct config group choice and applies plain values to a cop
 config (``search.config.compose.with_value_overrides``), and ``validate_config`` skips group
 contents it has found valid. The baseline is the same ``make_plan`` with both turned off
 (``_composed`` returning None, so ``_combo`` composes each combination through Hydra, and the
-validation memo cleared before every check): the code path before this change.
+validation memo and the schemas' OmegaConf forms cleared before every check): the code path
+before these changes.
 
 Each timed plan starts with an empty validation memo, as a fresh ``simsweep sweep`` does; the
 process has composed once before (Hydra's and the config's imports are not timed).
@@ -53,6 +54,7 @@ def per_combination_composition() -> Iterator[None]:
 
     def validate_all(cfg: object) -> None:
         schema._valid.clear()
+        schema._STRUCTURED.clear()  # each schema's OmegaConf form made per check, as before
         validate(cfg)  # type: ignore[arg-type]
 
     plan._composed = lambda *a, **k: None  # type: ignore[assignment]
