@@ -198,6 +198,10 @@ def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray
         if ax.is_group or not ax.key.startswith("system."):
             continue
         path = tuple(ax.key.split(".")[1:])
+        if path[0] == "scaleout" and base.system.scaleout_dims:
+            raise InputError(ax.key, ax.expr, "the scale-out fabric is the fold of "
+                             "system.scaleout_dims when they are given (a value here would be "
+                             "replaced by it): sweep system.scaleout_dims.<i>.<field> instead")
         tp = field_type(type(base.system), path)
         if tp is None or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
             continue  # not a leaf field: let composition report it

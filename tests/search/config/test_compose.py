@@ -26,6 +26,9 @@ def _same(a: object, b: object) -> None:
     (["system=mixed_h100_a100"], ["system.pools.0.count=16", "parallel.work_shares=[1.0,0.5]",
                                   "parallel.work_split=explicit"]),  # num_gpus interpolates pools
     (["workload=gpt3_175b", "parallel.tp=2"], ["parallel.tp=8"]),  # a fixed value overridden again
+    (["system.num_gpus=64", "+system.scaleout_dims=[{kind:Ring,size:2,bandwidth_GBps:100,"
+      "latency_ns:500},{kind:Switch,size:4,bandwidth_GBps:50,latency_ns:1000}]"],
+     ["system.scaleout_dims.0.bandwidth_GBps=200"]),  # a list element's field
 ])
 def test_value_overrides_on_a_copy_equal_a_full_composition(fixed, extra):
     base = compose(fixed, CONF)

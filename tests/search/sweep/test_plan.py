@@ -195,3 +195,14 @@ def test_a_structural_value_the_schema_refuses_names_its_key(plan_for):
         plan_for("parallel.tp=2,abc")
     with pytest.raises(InputError, match="parallel.no_such_key"):
         plan_for("parallel.no_such_key=1,2")
+
+
+def test_a_scaleout_axis_beside_scaleout_dims_is_refused(plan_for):
+    """With scale-out dims the scale-out fabric is their fold: a swept value there would be
+    replaced in a full composition but kept by the batch, so the sweep refuses it."""
+    dims = ("+system.scaleout_dims=[{kind:Ring,size:2,bandwidth_GBps:100,latency_ns:500},"
+            "{kind:Switch,size:4,bandwidth_GBps:50,latency_ns:1000}]")
+    with pytest.raises(InputError, match="system.scaleout.bandwidth_GBps=.*scaleout_dims"):
+        plan_for("system.num_gpus=64", dims, "system.scaleout.bandwidth_GBps=25,400")
+    plan = plan_for("system.num_gpus=64", dims, "system.accelerator.hbm_bandwidth_GBps=1500,2039")
+    assert plan.num_points == 2 and plan.combos[0].system.scaleout.bandwidth_GBps == 150
