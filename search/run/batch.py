@@ -121,10 +121,10 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
     """Build the B SystemSpecs of a batch; return (systems, error) with None/'' per point.
 
     Overrides are grouped by the top-level SystemSpec field they touch (``accelerator``,
-    ``scaleout``, ...). Each distinct value of such a field is built once and validated once,
-    inside a full ``replace`` of the base system (so every SystemSpec rule that involves it is
-    checked, :meth:`simcore.specs.system.SystemSpec.with_field`); a point then combines
-    validated fields without re-running the checks. This is exact because SystemSpec's rules
+    ``scaleout``, ...). Each distinct value of such a field is built once and validated once
+    by every SystemSpec rule that involves it (:meth:`simcore.specs.system.SystemSpec.with_field`,
+    equal to a full ``replace`` of the base system); a point then combines validated fields
+    without re-running the checks. This is exact because SystemSpec's rules
     each involve one such field and structural fields only (``num_gpus``, ``gpus_per_node``,
     which a batch never changes); ``tests/search/sweep/test_plan.py``
     compares every point against a full Hydra composition. A point with an invalid value gets
