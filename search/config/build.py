@@ -40,6 +40,7 @@ __all__ = [
     "build_sections",
     "build_specs",
     "build_system",
+    "check_not_folded",
     "coerce_column",
     "field_type",
     "gather_work_shares",
@@ -193,6 +194,17 @@ def build_resolved(sections: Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec
 def build_sections(sections: Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
     """:func:`build_specs` of plain config sections (``workload``, ``parallel``, ``system``)."""
     return build_specs(OmegaConf.create(dict(sections)))
+
+
+def check_not_folded(key: str, value: Any, has_dims: bool, where: str = "") -> None:
+    """Refuse a ``system.scaleout.*`` ``key`` that a sweep or study varies when the system has
+    ``scaleout_dims`` (``has_dims``): the scale-out fabric is then their fold (``SystemSpec``),
+    which replaces any value set there, so the key would change nothing in a composed config.
+    ``where`` prefixes the key in the error (``search.space.``)."""
+    if key.startswith("system.scaleout.") and has_dims:
+        raise InputError(where + key, value, "the scale-out fabric is the fold of "
+                         "system.scaleout_dims when they are given (a value here would be "
+                         "replaced by it): vary system.scaleout_dims.<i>.<field> instead")
 
 
 def set_path(spec: Any, path: Sequence[str], value: Any, key: str = "",

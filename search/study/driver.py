@@ -25,6 +25,7 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
+from search.config.build import check_not_folded
 from search.run.batch import Runner, in_process_runner
 from search.run.metrics import cost_spec_from
 from search.study.ask_tell import LoopStats, run_batches
@@ -133,6 +134,9 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     _check_keys(search)
     objectives = resolve_objectives(list(search.objectives))
     space = _space(cfg, extra_space or {}, extra_derived or {})
+    has_dims = bool(OmegaConf.select(cfg, "system.scaleout_dims", default=None))
+    for key, found in [*space.distributions.items(), *space.derived.items()]:
+        check_not_folded(key, found, has_dims, "search.space.")
     sampler_name = str(search.sampler)
     n_trials = _int(search, "n_trials", 1)
     if sampler_name == "grid":

@@ -4,8 +4,9 @@ One call evaluates a batch of trials (DESIGN.md, "The vectorized engine"):
 
 1. derived values (``search.derived``) are computed from the trial's parameters and the base
    config; one that is not a positive whole number makes the trial infeasible;
-2. the structural part (every non-``system.*`` key: workload and parallelization, and the device
-   pool sizes ``system.pools.<i>.count``, whose sum the mixed presets' ``num_gpus`` follows) is
+2. the structural part (every non-``system.*`` key: workload and parallelization, the device
+   pool sizes ``system.pools.<i>.count``, whose sum the mixed presets' ``num_gpus`` follows, and
+   the scale-out dims ``system.scaleout_dims.<i>.*``, list elements that fold into one fabric) is
    applied to the base config and built into specs once per distinct combination
    (``search.config.build``); ``parallel.work_shares.<i>`` (pool ``i``'s relative work) are
    gathered into ``parallel.work_shares`` (unnamed pools: 1.0), with ``parallel.work_split``
@@ -51,6 +52,9 @@ __all__ = ["DesignEvaluator", "Runner", "in_process_runner"]
 
 _MISSING = object()
 _POOLS = "system.pools."  # pool sizes: composed (num_gpus follows them), not set on the spec
+#: system keys applied to the config and built, not set on the spec: pool sizes, and the
+#: scale-out dims (list elements, which the spec's scale-out fabric is the fold of)
+_COMPOSED = (_POOLS, "system.scaleout_dims.")
 
 
 @dataclass
@@ -181,14 +185,14 @@ class DesignEvaluator:
         except InputError as err:
             return _Point(index, reason=f"invalid: {err}")
         structural = tuple(sorted((k, v) for k, v in values.items()
-                                  if not k.startswith("system.") or k.startswith(_POOLS)))
+                                  if not k.startswith("system.") or k.startswith(_COMPOSED)))
         built = self._structural(structural)
         if isinstance(built, str):
             return _Point(index, reason=built)
         model, parallel, system = built
         try:
             for key, value in values.items():
-                if key.startswith("system.") and not key.startswith(_POOLS):
+                if key.startswith("system.") and not key.startswith(_COMPOSED):
                     system = set_path(system, key.split(".")[1:], value, key, "system")
             if "parallel.dp" not in values and self.base_cfg.parallel.get("dp") is None:
                 parallel = dataclasses.replace(parallel, dp=None)  # re-derive for num_gpus

@@ -49,6 +49,7 @@ from search.config.build import (
     build_parallel,
     build_specs,
     build_system,
+    check_not_folded,
     coerce_column,
     field_type,
     gather_work_shares,
@@ -198,10 +199,7 @@ def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray
         if ax.is_group or not ax.key.startswith("system."):
             continue
         path = tuple(ax.key.split(".")[1:])
-        if path[0] == "scaleout" and base.system.scaleout_dims:
-            raise InputError(ax.key, ax.expr, "the scale-out fabric is the fold of "
-                             "system.scaleout_dims when they are given (a value here would be "
-                             "replaced by it): sweep system.scaleout_dims.<i>.<field> instead")
+        check_not_folded(ax.key, ax.expr, bool(base.system.scaleout_dims))
         tp = field_type(type(base.system), path)
         if tp is None or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
             continue  # not a leaf field: let composition report it

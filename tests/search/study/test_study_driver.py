@@ -98,3 +98,22 @@ def test_bad_search_config_fails_before_work(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"search\.cost\.pue"):
         prepare_search(_cfg(tmp_path, "search.cost.pue=0.5"))
     assert not any(tmp_path.iterdir())  # nothing was created: a fixed rerun starts clean
+
+
+def test_a_scaleout_key_beside_scaleout_dims_is_refused_before_any_trial(tmp_path: Path) -> None:
+    """With scale-out dims the scale-out fabric is their fold, which replaces any value set
+    under system.scaleout: searching one would change nothing, so the study refuses it."""
+    dims = ("+system.scaleout_dims=[{kind:Ring,size:2,bandwidth_GBps:100,latency_ns:500},"
+            "{kind:Switch,size:4,bandwidth_GBps:50,latency_ns:1000}]")
+    cfg = _cfg(tmp_path, "system.num_gpus=64", "parallel.global_batch=64", dims)
+    with pytest.raises(InputError, match=r"search\.space\.system\.scaleout\.bandwidth_GBps"):
+        prepare_search(cfg, extra_space={"system.scaleout.bandwidth_GBps": "interval(25,400)"})
+    assert not list(tmp_path.iterdir())  # no study was opened
+    setup = prepare_search(cfg, extra_space={"system.scaleout_dims.0.bandwidth_GBps":
+                                             "choice(100,200)"})
+    table = pl.read_parquet(run_search(setup).table_path)
+    assert table["feasible"].all(), table["reason"].to_list()  # composed, then built
+    assert table["system.scaleout_dims.0.bandwidth_GBps"].n_unique() == 2  # both drawn
+    folds = {spec[2].scaleout.bandwidth_GBps for spec in setup.evaluator._built.values()
+             if not isinstance(spec, str)}
+    assert folds == {150, 250}  # each trial's dims folded: 100 + 50 and 200 + 50 GB/s
