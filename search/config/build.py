@@ -42,6 +42,8 @@ __all__ = [
     "build_system",
     "check_not_folded",
     "coerce_column",
+    "plain_sections",
+    "sections_with",
     "field_type",
     "gather_work_shares",
     "set_path",
@@ -194,6 +196,67 @@ def build_resolved(sections: Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec
 def build_sections(sections: Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
     """:func:`build_specs` of plain config sections (``workload``, ``parallel``, ``system``)."""
     return build_specs(OmegaConf.create(dict(sections)))
+
+
+def plain_sections(cfg: DictConfig) -> dict[str, Any] | None:
+    """The spec groups (:data:`SPEC_SECTIONS`) of a composed config as plain dicts, when that
+    is what resolving them gives: each present group is a mapping and none holds an
+    interpolation, a missing value or an escape. None otherwise."""
+    raw = {k: OmegaConf.to_container(cfg[k], resolve=False)
+           for k in SPEC_SECTIONS if cfg.get(k) is not None}
+    if all(isinstance(v, dict) for v in raw.values()) and not _has_interpolation(raw):
+        return raw
+    return None
+
+
+def sections_with(base: Mapping[str, Any], items: Sequence[tuple[str, Any]],
+                  create_missing: bool = False) -> dict[str, Any] | None:
+    """``base`` (from :func:`plain_sections`) with each dotted ``key`` of ``items`` set to its
+    value, equal to what resolving the config with ``OmegaConf.update(cfg, key, value)``
+    gives; the groups no key touches are shared with ``base``, the others copied. None when
+    that equality is not sure: a key outside the spec groups or naming a list element, a value
+    that is not plain (:func:`_plain_value`), or, unless ``create_missing`` (a config opened
+    for new keys), a key the group does not hold or one that holds a mapping."""
+    out = dict(base)
+    copied: set[str] = set()
+    for key, value in items:
+        path = key.split(".")
+        if (path[0] not in out or len(path) < 2 or not _plain_value(value)
+                or not all(p and not p.isdigit() and "[" not in p for p in path)):
+            return None
+        if path[0] not in copied:
+            out[path[0]] = copy.deepcopy(out[path[0]])
+            copied.add(path[0])
+        node = out[path[0]]
+        for part in path[1:-1]:
+            child = node.setdefault(part, {}) if create_missing else node.get(part)
+            if not isinstance(child, dict):
+                return None
+            node = child
+        if not create_missing and (path[-1] not in node or isinstance(node[path[-1]], dict)):
+            return None
+        node[path[-1]] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _has_interpolation(data: Any) -> bool:
+    """Whether a raw (unresolved) config container holds a string OmegaConf would not keep
+    as it is (an interpolation, a missing value, an escape)."""
+    if isinstance(data, dict):
+        return any(_has_interpolation(v) for v in data.values())
+    if isinstance(data, list):
+        return any(_has_interpolation(v) for v in data)
+    return isinstance(data, str) and ("$" in data or "???" in data or "\\" in data)
+
+
+def _plain_value(value: Any) -> bool:
+    """A value OmegaConf stores and resolves unchanged: None, bool, int, float, a string
+    without interpolation, or a list/tuple of those."""
+    if isinstance(value, list | tuple):
+        return all(_plain_value(v) for v in value)
+    if isinstance(value, str):
+        return not _has_interpolation(value)
+    return value is None or type(value) in (bool, int, float)
 
 
 def check_not_folded(key: str, value: Any, has_dims: bool, where: str = "") -> None:

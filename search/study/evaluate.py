@@ -24,7 +24,6 @@ One call evaluates a batch of trials (DESIGN.md, "The vectorized engine"):
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,10 +33,11 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from search.config.build import (
-    SPEC_SECTIONS,
     build_resolved,
     build_specs,
     gather_work_shares,
+    plain_sections,
+    sections_with,
     set_path,
 )
 from search.run.batch import Columns, Runner, SpecBatch, in_process_runner, systems_batch
@@ -147,31 +147,15 @@ class DesignEvaluator:
 
     def _resolved_with(self, items: tuple[tuple[str, Any], ...]) -> dict[str, Any] | None:
         """The spec config groups of the base config with ``items`` set, as plain dicts, when
-        that equals resolving the updated config: the base groups have no interpolation (so
-        resolving them later gives what they hold now) and every item is a plain value set at a
-        dict path inside one of them. None otherwise (the caller copies and updates the tree)."""
+        that equals resolving the updated config (:func:`search.config.build.sections_with`,
+        opened for keys a preset leaves out, as the copied tree is); None otherwise (the caller
+        copies and updates the tree)."""
         if self._base_sections is None:
-            raw = {k: OmegaConf.to_container(self.base_cfg[k], resolve=False)
-                   for k in SPEC_SECTIONS if self.base_cfg.get(k) is not None}
-            plain = all(isinstance(v, dict) for v in raw.values()) and not _has_interpolation(raw)
-            self._base_sections = raw if plain else False
+            self._base_sections = plain_sections(self.base_cfg) or False
         base = self._base_sections
         if not isinstance(base, dict):
             return None
-        sections: dict[str, Any] = copy.deepcopy(base)
-        for key, value in items:
-            path = key.split(".")
-            if (path[0] not in sections or len(path) < 2 or not _plain_value(value)
-                    or not all(p and not p.isdigit() and "[" not in p for p in path)):
-                return None
-            node = sections[path[0]]
-            for part in path[1:-1]:
-                child = node.setdefault(part, {})  # open_dict: missing groups are created
-                if not isinstance(child, dict):
-                    return None
-                node = child
-            node[path[-1]] = list(value) if isinstance(value, tuple) else value
-        return sections
+        return sections_with(base, items, create_missing=True)
 
     def _point(self, index: int, params: Mapping[str, Any]) -> _Point:
         values = dict(params)
@@ -250,26 +234,6 @@ class DesignEvaluator:
         for i, key in enumerate(keys):
             outcomes[i] = self._done[key]
         return [o for o in outcomes if o is not None]
-
-
-def _has_interpolation(data: Any) -> bool:
-    """Whether a raw (unresolved) config container holds a string OmegaConf would not keep
-    as it is (an interpolation, a missing value, an escape)."""
-    if isinstance(data, dict):
-        return any(_has_interpolation(v) for v in data.values())
-    if isinstance(data, list):
-        return any(_has_interpolation(v) for v in data)
-    return isinstance(data, str) and ("$" in data or "???" in data or "\\" in data)
-
-
-def _plain_value(value: Any) -> bool:
-    """A value OmegaConf stores and resolves unchanged: None, bool, int, float, a string
-    without interpolation, or a list/tuple of those."""
-    if isinstance(value, list | tuple):
-        return all(_plain_value(v) for v in value)
-    if isinstance(value, str):
-        return not _has_interpolation(value)
-    return value is None or type(value) in (bool, int, float)
 
 
 def _rows(columns: Columns, n: int) -> list[dict[str, Any]]:
