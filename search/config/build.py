@@ -87,6 +87,11 @@ def _sections_reader(sections: Mapping[str, Any]) -> Reader:
     return read
 
 
+def _reader(source: DictConfig | Mapping[str, Any]) -> Reader:
+    """The reader of a composed config, or of its spec groups as plain resolved dicts."""
+    return _cfg_reader(source) if isinstance(source, DictConfig) else _sections_reader(source)
+
+
 def _section(read: Reader, key: str) -> dict[str, Any]:
     data = read(key)
     require(data is not None, key, None, f"missing config group {key!r}")
@@ -105,10 +110,10 @@ def _construct(cls: type, data: dict[str, Any], prefix: str) -> Any:
         raise InputError(prefix, data, str(err)) from err
 
 
-def build_model(cfg: DictConfig) -> ModelSpec:
+def build_model(cfg: DictConfig | Mapping[str, Any]) -> ModelSpec:
     """``cfg.workload`` -> the spec of the family ``workload.family`` selects (default
     ``transformer``: :class:`ModelSpec`; :data:`simcore.workloads.REGISTRY`)."""
-    return _model(_cfg_reader(cfg))
+    return _model(_reader(cfg))
 
 
 def _model(read: Reader) -> ModelSpec:
@@ -120,9 +125,9 @@ def _model(read: Reader) -> ModelSpec:
     return spec
 
 
-def build_parallel(cfg: DictConfig) -> ParallelSpec:
+def build_parallel(cfg: DictConfig | Mapping[str, Any]) -> ParallelSpec:
     """``cfg.parallel`` -> :class:`ParallelSpec` (``dp`` left as configured)."""
-    return _parallel(_cfg_reader(cfg))
+    return _parallel(_reader(cfg))
 
 
 def _parallel(read: Reader) -> ParallelSpec:
@@ -136,12 +141,12 @@ def _parallel(read: Reader) -> ParallelSpec:
     return spec
 
 
-def build_system(cfg: DictConfig) -> SystemSpec:
+def build_system(cfg: DictConfig | Mapping[str, Any]) -> SystemSpec:
     """``cfg.system`` -> :class:`SystemSpec`; the ``collective`` and ``memory`` groups, when
     composed, fill ``SystemSpec.collective`` / ``SystemSpec.memory`` (keys set under
     ``system.collective`` / ``system.memory`` win, as a sweep's hardware axes do); the
     ``stack`` group, when composed, scales the calibration (:mod:`simcore.specs.stack`)."""
-    return _system(_cfg_reader(cfg))
+    return _system(_reader(cfg))
 
 
 def _system(read: Reader) -> SystemSpec:
@@ -178,9 +183,10 @@ def _pool_presets(pool: Any, index: int) -> Any:
     return out
 
 
-def build_specs(cfg: DictConfig) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
-    """The (model, parallel, system) of one design point."""
-    read = _cfg_reader(cfg)
+def build_specs(cfg: DictConfig | Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
+    """The (model, parallel, system) of one design point: of a composed config, or of its spec
+    groups as plain resolved dicts (:func:`build_resolved`)."""
+    read = _reader(cfg)
     return _model(read), _parallel(read), _system(read)
 
 
@@ -198,15 +204,18 @@ def build_sections(sections: Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec
     return build_specs(OmegaConf.create(dict(sections)))
 
 
-def plain_sections(cfg: DictConfig) -> dict[str, Any] | None:
+def plain_sections(cfg: DictConfig, whole: bool = False) -> dict[str, Any] | None:
     """The spec groups (:data:`SPEC_SECTIONS`) of a composed config as plain dicts, when that
     is what resolving them gives: each present group is a mapping and none holds an
-    interpolation, a missing value or an escape. None otherwise."""
+    interpolation, a missing value or an escape (with ``whole``, no group of the config does:
+    one outside the spec groups could refer into them). None otherwise."""
     raw = {k: OmegaConf.to_container(cfg[k], resolve=False)
            for k in SPEC_SECTIONS if cfg.get(k) is not None}
-    if all(isinstance(v, dict) for v in raw.values()) and not _has_interpolation(raw):
-        return raw
-    return None
+    if not all(isinstance(v, dict) for v in raw.values()) or _has_interpolation(raw):
+        return None
+    if whole and _has_interpolation(OmegaConf.to_container(cfg, resolve=False)):
+        return None
+    return raw
 
 
 def sections_with(base: Mapping[str, Any], items: Sequence[tuple[str, Any]],

@@ -31,7 +31,7 @@ from omegaconf import DictConfig
 from simcore.errors import InputError
 
 __all__ = ["compose", "compose_session", "config_options", "default_config_dir",
-           "split_config_dir", "split_value_overrides", "with_value_overrides"]
+           "split_config_dir", "split_value_overrides", "value_items", "with_value_overrides"]
 
 
 def default_config_dir() -> Path:
@@ -165,6 +165,17 @@ def split_value_overrides(overrides: Sequence[str]) -> tuple[tuple[str, ...], tu
     return tuple(t for t, _ in parsed if t not in values), values
 
 
+def value_items(overrides: Sequence[str]) -> list[tuple[str, Any]] | None:
+    """(key, value) of each plain value override, as Hydra parses it (a fresh copy of the
+    value); None when one is not a plain value override (:func:`split_value_overrides`)."""
+    import copy
+
+    parsed = [_parsed(text) for text in overrides]
+    if not all(_is_plain_value(ov) for ov in parsed):
+        return None
+    return [(ov.key_or_group, copy.deepcopy(ov.value())) for ov in parsed]
+
+
 def with_value_overrides(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig | None:
     """A copy of the composed ``cfg`` with the plain value ``overrides``
     (:func:`split_value_overrides`) applied as Hydra's compose applies them (see the module
@@ -177,13 +188,13 @@ def with_value_overrides(cfg: DictConfig, overrides: Sequence[str]) -> DictConfi
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    parsed = [_parsed(text) for text in overrides]
-    if not all(_is_plain_value(ov) for ov in parsed):
+    items = value_items(overrides)
+    if items is None:
         return None
     out = copy.deepcopy(cfg)
     try:
-        for ov in parsed:
-            OmegaConf.update(out, ov.key_or_group, copy.deepcopy(ov.value()), merge=True)
+        for key, value in items:
+            OmegaConf.update(out, key, value, merge=True)
     except (OmegaConfBaseException, ValueError, TypeError):
         return None
     return out

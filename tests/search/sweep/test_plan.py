@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from search.config.build import build_specs
 from search.run.batch import materialize_systems
 from search.sweep.driver import iter_batches, prepare_output
-from search.sweep.plan import format_value
+from search.sweep.plan import _sha, format_value
 from simcore.errors import InputError
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -183,11 +183,33 @@ def test_structural_combinations_equal_a_full_composition_each():
                                         "parallel.micro_batch=1,4", "parallel.recompute=none,full"])
     assert len(plan.combos) == 16
     assert len(calls) <= 4  # the fixed overrides (and the sweep file's), one per workload
+    _check_against_full_compositions(plan, compose)
+    calls.clear()  # one workload: every combination from the base's plain spec groups
+    plan = make_plan(counted, options, ["sweep.progress=false", "system.num_gpus=64",
+                                        "parallel.tp=1,2", "parallel.micro_batch=1,4",
+                                        "parallel.recompute=none,full"])
+    assert len(plan.combos) == 8 and len(calls) <= 2
+    assert all(c.cfg is None for c in plan.combos)  # none was composed
+    _check_against_full_compositions(plan, compose)
+
+
+def _check_against_full_compositions(plan, compose):
+    """Each combination equals Hydra's composition of all its overrides: the config (when the
+    combination kept one), the built specs, and the hashes points and batches are keyed by."""
+    from search.sweep.plan import _sim_config_hash, _structure
+
     for combo in plan.combos:
         full = compose(combo.overrides)
-        assert OmegaConf.to_yaml(combo.cfg) == OmegaConf.to_yaml(full)
-        assert OmegaConf.to_yaml(combo.cfg, resolve=True) == OmegaConf.to_yaml(full, resolve=True)
-        assert (combo.model, combo.parallel, combo.system) == build_specs(full)
+        if combo.cfg is not None:
+            assert OmegaConf.to_yaml(combo.cfg) == OmegaConf.to_yaml(full)
+            assert (OmegaConf.to_yaml(combo.cfg, resolve=True)
+                    == OmegaConf.to_yaml(full, resolve=True))
+        model, parallel, system = build_specs(full)
+        assert (combo.model, combo.parallel, combo.system) == (model, parallel, system)
+        assert combo.fidelity == str(full.get("fidelity", "calibrated"))
+        assert combo.config_hash == _sim_config_hash(full, combo.fidelity)
+        key = _structure(model, parallel, system)
+        assert combo.batch_key == _sha(f"{model!r}|{parallel!r}|{key}|{combo.fidelity}")
 
 
 def test_a_structural_value_the_schema_refuses_names_its_key(plan_for):
