@@ -3,12 +3,13 @@ per-combination Hydra composition in the same run.
 
 ``make_plan`` expands a sweep and composes, validates and builds every structural combination
 (each distinct tp, pp, micro-batch, recompute, ZeRO, workload ...) before any evaluation. It
-composes once per distinct config group choice and applies plain values to a copy of that
-config (``search.config.compose.with_value_overrides``), and ``validate_config`` skips group
-contents it has found valid. The baseline is the same ``make_plan`` with both turned off
-(``_composed`` returning None, so ``_combo`` composes each combination through Hydra, and the
-validation memo and the schemas' OmegaConf forms cleared before every check): the code path
-before these changes.
+sets plain values in the base config's spec groups as plain dicts, or composes once per
+distinct config group choice and applies the values to a copy of that config
+(``search.sweep.plan._Derived``), and ``validate_config`` skips group contents it has found
+valid. The baseline is the same ``make_plan`` with all of that turned off (``_Derived``
+returning None, so ``_combo`` composes each combination through Hydra, and the validation memo
+and the schemas' OmegaConf forms cleared before every full check): the code path before these
+changes.
 
 Each timed plan starts with an empty validation memo, as a fresh ``simsweep sweep`` does; the
 process has composed once before (Hydra's and the config's imports are not timed).
@@ -50,21 +51,21 @@ def per_combination_composition() -> Iterator[None]:
     from search.config import schema
     from search.sweep import plan
 
-    composed, validate = plan._composed, schema.validate_config
+    derive, validate = plan._Derived.__call__, schema.validate_config
 
-    def validate_all(cfg: object) -> None:
+    def validate_all(cfg: object, groups: object = None) -> None:
         schema._valid.clear()
         schema._STRUCTURED.clear()  # each schema's OmegaConf form made per check, as before
-        validate(cfg)  # type: ignore[arg-type]
+        validate(cfg)
 
-    plan._composed = lambda *a, **k: None  # type: ignore[assignment]
-    schema.validate_config = validate_all  # type: ignore[assignment]
-    plan.validate_config = validate_all  # type: ignore[assignment]
+    plan._Derived.__call__ = lambda self, extra: None  # type: ignore[method-assign]
+    schema.validate_config = validate_all
+    plan.validate_config = validate_all
     try:
         yield
     finally:
-        plan._composed = composed  # type: ignore[assignment]
-        schema.validate_config = plan.validate_config = validate  # type: ignore[assignment]
+        plan._Derived.__call__ = derive  # type: ignore[method-assign]
+        schema.validate_config = plan.validate_config = validate
 
 
 def _time_plan(overrides: list[str], out: str) -> tuple[float, int, int]:
