@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from search.config.resolvers import register_resolvers
 from simcore.errors import InputError, require
@@ -40,12 +40,13 @@ __all__ = [
     "build_sections",
     "build_specs",
     "build_system",
+    "check_list_elements",
     "check_not_folded",
     "coerce_column",
-    "plain_sections",
-    "sections_with",
     "field_type",
     "gather_work_shares",
+    "plain_sections",
+    "sections_with",
     "set_path",
 ]
 
@@ -266,6 +267,22 @@ def _plain_value(value: Any) -> bool:
     if isinstance(value, str):
         return not _has_interpolation(value)
     return value is None or type(value) in (bool, int, float)
+
+
+def check_list_elements(cfg: DictConfig, key: str, value: Any, where: str = "") -> None:
+    """Refuse a dotted ``key`` that a study varies when one of its numeric parts names no
+    element of the config's list there (``system.pools.7.count`` with two pools): applying it
+    would fail inside the evaluation, after the study has started. ``where`` prefixes the key
+    in the error (``search.space.``)."""
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            head = ".".join(parts[:i])
+            node = OmegaConf.select(cfg, head, default=None)
+            size = len(node) if isinstance(node, ListConfig) else 0
+            if int(part) >= size:
+                raise InputError(where + key, value, f"{head} has {size} element(s) here, so "
+                                 f"no element {part}")
 
 
 def check_not_folded(key: str, value: Any, has_dims: bool, where: str = "") -> None:

@@ -117,3 +117,19 @@ def test_a_scaleout_key_beside_scaleout_dims_is_refused_before_any_trial(tmp_pat
     folds = {spec[2].scaleout.bandwidth_GBps for spec in setup.evaluator._built.values()
              if not isinstance(spec, str)}
     assert folds == {150, 250}  # each trial's dims folded: 100 + 50 and 200 + 50 GB/s
+
+
+@pytest.mark.parametrize(("system", "key"), [
+    ("system=mixed_h100_a100", "system.pools.7.count"),
+    ("+system.scaleout_dims=[{kind:Ring,size:2,bandwidth_GBps:100,latency_ns:500},"
+     "{kind:Switch,size:4,bandwidth_GBps:50,latency_ns:1000}]", "system.scaleout_dims.5.bandwidth_GBps"),
+])
+def test_a_list_element_the_config_lacks_is_refused_before_any_trial(tmp_path: Path, system: str,
+                                                                      key: str) -> None:
+    """Pool sizes and scale-out dims are applied to the config per trial: an element index
+    past the config's list was an OmegaConf error raised out of the running study."""
+    cfg = _cfg(tmp_path, "system.num_gpus=64", "parallel.global_batch=64", system)
+    with pytest.raises(InputError, match=rf"search\.space\.{key.replace('.', '[.]')}=.*has 2 "
+                                         r"element\(s\) here, so no element"):
+        prepare_search(cfg, extra_space={key: "choice(8,16)"})
+    assert not list(tmp_path.iterdir())  # no study was opened
