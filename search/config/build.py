@@ -270,9 +270,9 @@ def _plain_value(value: Any) -> bool:
 
 
 def check_list_elements(cfg: DictConfig, key: str, value: Any, where: str = "") -> None:
-    """Refuse a dotted ``key`` that a study varies when one of its numeric parts names no
-    element of the config's list there (``system.pools.7.count`` with two pools): applying it
-    would fail inside the evaluation, after the study has started. ``where`` prefixes the key
+    """Refuse a dotted ``key`` that a study applies to the config when one of its numeric parts
+    names no element of the config's list there (``system.pools.7.count`` with two pools):
+    applying it would fail inside the evaluation, after the study has started. ``where`` prefixes the key
     in the error (``search.space.``)."""
     parts = key.split(".")
     for i, part in enumerate(parts):

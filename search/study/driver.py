@@ -25,7 +25,7 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
-from search.config.build import check_list_elements, check_not_folded
+from search.config.build import check_not_folded
 from search.run.batch import Runner, in_process_runner
 from search.run.metrics import cost_spec_from
 from search.study.ask_tell import LoopStats, run_batches
@@ -137,7 +137,6 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     has_dims = bool(OmegaConf.select(cfg, "system.scaleout_dims", default=None))
     for key, found in [*space.distributions.items(), *space.derived.items()]:
         check_not_folded(key, found, has_dims, "search.space.")
-        check_list_elements(cfg, key, found, "search.space.")
     sampler_name = str(search.sampler)
     n_trials = _int(search, "n_trials", 1)
     if sampler_name == "grid":

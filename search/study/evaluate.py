@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from search.config.build import (
     build_resolved,
     build_specs,
+    check_list_elements,
     gather_work_shares,
     plain_sections,
     sections_with,
@@ -96,6 +97,9 @@ class DesignEvaluator:
         self._built: dict[tuple[tuple[str, Any], ...], tuple[Any, Any, Any] | str] = {}
         self._done: dict[tuple[tuple[str, Any], ...], TrialOutcome] = {}
         self._base_sections: dict[str, Any] | bool | None = None  # False: interpolated
+        for key, found in [*space.distributions.items(), *space.derived.items()]:
+            if key.startswith(_COMPOSED):  # list elements of the config, set per trial
+                check_list_elements(base_cfg, key, found, "search.space.")
         self.n_batches = 0
         self.n_simulated = 0  # distinct design points simulated (repeats come from a cache)
 
