@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
@@ -272,8 +273,8 @@ def _plain_value(value: Any) -> bool:
 def check_list_elements(cfg: DictConfig, key: str, value: Any, where: str = "") -> None:
     """Refuse a dotted ``key`` that a study applies to the config when one of its numeric parts
     names no element of the config's list there (``system.pools.7.count`` with two pools):
-    applying it would fail inside the evaluation, after the study has started. ``where`` prefixes the key
-    in the error (``search.space.``)."""
+    applying it would fail inside the evaluation, after the study has started. ``where``
+    prefixes the key in the error (``search.space.``)."""
     parts = key.split(".")
     for i, part in enumerate(parts):
         if part.isdigit():
@@ -296,17 +297,26 @@ def check_not_folded(key: str, value: Any, has_dims: bool, where: str = "") -> N
                          "replaced by it): vary system.scaleout_dims.<i>.<field> instead")
 
 
+@functools.lru_cache(maxsize=256)
+def _field_names(cls: type) -> frozenset[str]:
+    """The field names of dataclass ``cls`` (read once per class: ``set_path`` runs per
+    distinct value of a sweep's hardware axes)."""
+    return frozenset(f.name for f in fields(cls))
+
+
 def set_path(spec: Any, path: Sequence[str], value: Any, key: str = "",
              what: str = "spec") -> Any:
     """A copy of the frozen dataclass ``spec`` with the field at ``path`` set to ``value``.
 
-    The copy runs the spec's own checks (``dataclasses.replace``). A whole number given for a
-    float field becomes a float and a whole float given for an int field an int (YAML and
-    samplers do not keep the distinction). A path that names no field is an
+    The copy runs the spec's own checks (``dataclasses.replace``; a spec with a ``with_field``
+    method, :class:`SystemSpec`, sets a nested field through it: the same copy and errors,
+    checking only the rules that involve that field). A whole number given for a float field
+    becomes a float and a whole float given for an int field an int (YAML and samplers do not
+    keep the distinction). A path that names no field is an
     :class:`InputError` on ``key`` (default: the dotted path), "not a <what> field".
     """
     if (not dataclasses.is_dataclass(spec) or isinstance(spec, type)
-            or path[0] not in {f.name for f in fields(spec)}):
+            or path[0] not in _field_names(type(spec))):
         raise InputError(key or ".".join(path), value, f"not a {what} field")
     if len(path) == 1:
         current = getattr(spec, path[0])
@@ -316,6 +326,8 @@ def set_path(spec: Any, path: Sequence[str], value: Any, key: str = "",
             value = float(value)
         return dataclasses.replace(spec, **{path[0]: value})
     inner = set_path(getattr(spec, path[0]), path[1:], value, key, what)
+    if hasattr(spec, "with_field"):  # a SystemSpec: only the rules that involve that field
+        return spec.with_field(path[0], inner)
     return dataclasses.replace(spec, **{path[0]: inner})
 
 

@@ -209,20 +209,11 @@ def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray
         columns[ax.key] = col
         structural = False
         for value in np.unique(col).tolist():
-            spec = _with_leaf(base.system, path, value)  # raises InputError on a bad value
+            spec = set_path(base.system, path, value)  # raises InputError on a bad value
             structural |= structure_key(base.model, base.parallel, spec) != base_key
         if not structural:
             out[ax.key] = ".".join(path)
     return out
-
-
-def _with_leaf(system: Any, path: tuple[str, ...], value: Any) -> Any:
-    """``set_path(system, path, value)``, checking only the SystemSpec rules that involve the
-    sub-spec the leaf is in (:meth:`~simcore.specs.system.SystemSpec.with_field`): a random
-    sweep's interval axis has a distinct value per point, each checked before any work."""
-    if len(path) == 1:
-        return set_path(system, path, value)
-    return system.with_field(path[0], set_path(getattr(system, path[0]), path[1:], value))
 
 
 def _combo(compose: Composer, overrides: tuple[str, ...], axis: bool = False,
