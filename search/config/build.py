@@ -37,7 +37,6 @@ SYSTEM_CONF = Path(__file__).resolve().parents[2] / "conf" / "system"
 __all__ = [
     "build_model",
     "build_parallel",
-    "build_resolved",
     "build_sections",
     "build_specs",
     "build_system",
@@ -187,17 +186,10 @@ def _pool_presets(pool: Any, index: int) -> Any:
 
 def build_specs(cfg: DictConfig | Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
     """The (model, parallel, system) of one design point: of a composed config, or of its spec
-    groups as plain resolved dicts (:func:`build_resolved`)."""
+    groups already resolved to plain dicts (``workload``, ``parallel``, ``system``, and
+    optionally ``collective``, ``memory``, ``stack``: what ``OmegaConf.to_container(cfg[group],
+    resolve=True)`` gives), with the same specs and errors and no OmegaConf tree."""
     read = _reader(cfg)
-    return _model(read), _parallel(read), _system(read)
-
-
-def build_resolved(sections: Mapping[str, Any]) -> tuple[ModelSpec, ParallelSpec, SystemSpec]:
-    """:func:`build_specs` of config groups already resolved to plain dicts (``workload``,
-    ``parallel``, ``system``, and optionally ``collective``, ``memory``, ``stack``: what
-    ``OmegaConf.to_container(cfg[group], resolve=True)`` gives); the same specs and errors
-    without an OmegaConf tree."""
-    read = _sections_reader(sections)
     return _model(read), _parallel(read), _system(read)
 
 

@@ -33,7 +33,6 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from search.config.build import (
-    build_resolved,
     build_specs,
     check_list_elements,
     gather_work_shares,
@@ -136,7 +135,7 @@ class DesignEvaluator:
             try:
                 sections = self._resolved_with(items)
                 if sections is not None:  # the same specs without copying the config tree
-                    model, parallel, system = build_resolved(sections)
+                    model, parallel, system = build_specs(sections)
                 else:
                     cfg = self.base_cfg.copy()
                     with open_dict(cfg):  # keys a preset leaves out (work_shares); specs check

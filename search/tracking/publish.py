@@ -77,9 +77,11 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def run_name(row: Mapping[str, Any], axes: list[str], prefix: str = "") -> str:
-    """A child run's name from its axis values, e.g. ``tp=2 scaleout.bandwidth_GBps=100``."""
-    names = short_names(axes)
+def run_name(row: Mapping[str, Any], axes: list[str], prefix: str = "",
+             names: Mapping[str, str] | None = None) -> str:
+    """A child run's name from its axis values, e.g. ``tp=2 scaleout.bandwidth_GBps=100``
+    (``names``: :func:`short_names` of ``axes``, when the caller names many rows)."""
+    names = short_names(axes) if names is None else names
     text = " ".join(f"{names[a]}={_value(row.get(a))}" for a in axes)
     return (prefix + text)[:250] or prefix.strip() or f"point-{row.get('point_id')}"
 
@@ -89,8 +91,9 @@ def _rows(frame: pl.DataFrame, skip: set[str], axes: list[str] | None = None) ->
         frame = frame.filter(~pl.col("point_hash").is_in(list(skip)))
     rows = frame.to_dicts()
     if axes is not None:
+        names = short_names(axes)
         for row in rows:
-            row.setdefault("run_name", run_name(row, axes))
+            row.setdefault("run_name", run_name(row, axes, names=names))
             if "feasible" in row:
                 row["feasible"] = bool(row["feasible"])
     return rows
