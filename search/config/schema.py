@@ -349,7 +349,7 @@ def validate_config(cfg: Any, groups: Collection[str] | None = None) -> None:
     A group's schema check is a function of its content alone when that content has no
     interpolation, so a content found valid once in this process is not checked again: a
     sweep's structural combinations repeat every group but the one or two their axes change
-    (the check costs ~3 ms per group, a group's content key ~0.3 ms)."""
+    (a group's check costs ~1.3-3 ms, its content key ~0.01-0.2 ms)."""
     def wanted(group: str) -> bool:
         return groups is None or group in groups
 
