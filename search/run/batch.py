@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from search.config.build import set_path
+from search.config.leaf_columns import copy_with_leaves, valid_in_ranges, with_fields
 from search.run.metrics import cost_columns, result_columns, throughput_columns
 
 __all__ = [
@@ -144,13 +145,18 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
         codes = [ids.setdefault(k, len(ids)) for k in zip(bases, *(v for _, v in subs),
                                                           strict=True)]
         paths = tuple(path for path, _ in subs)
-        objs = []
+        objs: list[Any] = []
+        missing: list[tuple[int, tuple[Any, ...]]] = []  # (position in objs, key)
         for k in ids:
-            fkey = (id(canon[k[0]]), head, paths, k[1:])
-            found = _FIELDS.get(fkey, _MISSING)
+            found = _FIELDS.get((id(canon[k[0]]), head, paths, k[1:]), _MISSING)
             if found is _MISSING:
-                found = _FIELDS[fkey] = _checked_field(canon[k[0]], head, subs, k[1:])
+                missing.append((len(objs), k))
             objs.append(found)
+        if missing:
+            keys = [k for _, k in missing]
+            for (pos, k), found in zip(missing, _checked_fields(canon, head, subs, keys),
+                                       strict=True):
+                objs[pos] = _FIELDS[(id(canon[k[0]]), head, paths, k[1:])] = found
         fields_of.append((head, objs, codes))
     systems: list[Any] = []
     errors: list[str] = []
@@ -165,7 +171,7 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
                 break
             fields[head] = found
         else:
-            systems.append(_with_fields(base, fields))
+            systems.append(with_fields(base, fields))
             errors.append("")
     return systems, errors
 
@@ -186,16 +192,25 @@ def _canonical_bases(bases: tuple[Any, ...]) -> list[Any]:
     return [_BASES.setdefault(base, base) for base in bases]
 
 
-def _with_fields(base: Any, fields: dict[str, Any]) -> Any:
-    """A copy of frozen dataclass ``base`` with ``fields`` set, without re-validation."""
-    if not fields:
-        return base
-    if not hasattr(base, "__dict__"):  # slotted dataclass: fall back to a validated replace
-        return replace(base, **fields)
-    obj = object.__new__(type(base))
-    obj.__dict__.update(base.__dict__)
-    obj.__dict__.update(fields)
-    return obj
+def _checked_fields(canon: list[Any], head: str, subs: list[tuple[tuple[str, ...], list[Any]]],
+                    keys: list[tuple[Any, ...]]) -> list[Any]:
+    """:func:`_checked_field` for each key ``(base index, value per entry of subs)``: values
+    of the leaves listed in :data:`~simcore.specs.system.FIELD_RANGES` are checked as one
+    column (:func:`~search.config.leaf_columns.valid_in_ranges`) and the valid ones copied
+    into the base's field without re-running its checks (a random sweep over ``interval``
+    axes has a distinct value per point); every other key, and any value the column refuses
+    (for its error message), goes through :func:`_checked_field`."""
+    paths = [path for path, _ in subs]
+    names = [path[0] for path in paths]
+    ok = valid_in_ranges(canon, head, paths, keys)
+    out: list[Any] = []
+    for i, k in enumerate(keys):
+        base = canon[k[0]]
+        if ok is None or not ok[i]:
+            out.append(_checked_field(base, head, subs, k[1:]))
+            continue
+        out.append(copy_with_leaves(getattr(base, head), names, k[1:]))
+    return out
 
 
 def _checked_field(base: Any, head: str, subs: list[tuple[tuple[str, ...], list[Any]]],

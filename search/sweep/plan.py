@@ -58,6 +58,7 @@ from search.config.build import (
     set_path,
 )
 from search.config.compose import split_value_overrides, value_items, with_value_overrides
+from search.config.leaf_columns import copy_with_leaves, valid_in_ranges, with_fields
 from search.config.schema import validate_config
 from search.run.batch import InvalidModel
 from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random
@@ -208,8 +209,15 @@ def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray
         col = coerce_column(columns[ax.key], tp, ax.key)
         columns[ax.key] = col
         structural = False
-        for value in np.unique(col).tolist():
-            spec = set_path(base.system, path, value)  # raises InputError on a bad value
+        values = np.unique(col).tolist()
+        ok = (valid_in_ranges([base.system], path[0], [path[1:]], [(0, v) for v in values])
+              if len(path) == 2 else None)
+        for i, value in enumerate(values):
+            if ok is not None and ok[i]:  # checked in one column: copied without the checks
+                sub = copy_with_leaves(getattr(base.system, path[0]), [path[1]], (value,))
+                spec = with_fields(base.system, {path[0]: sub})
+            else:
+                spec = set_path(base.system, path, value)  # raises InputError on a bad value
             structural |= structure_key(base.model, base.parallel, spec) != base_key
         if not structural:
             out[ax.key] = ".".join(path)

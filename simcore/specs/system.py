@@ -27,7 +27,7 @@ key, the value and the rule.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from math import prod
+from math import inf, prod
 from typing import Any
 
 from simcore.errors import InputError, require
@@ -37,11 +37,14 @@ from simcore.specs.endpoint import EndpointSpec
 from simcore.specs.memory_tier import RemoteMemorySpec
 
 __all__ = [
+    "FIELD_RANGES",
+    "ONE_POSITIVE",
     "PRECISIONS",
     "TOPOLOGY_KINDS",
     "AcceleratorSpec",
     "CalibrationSpec",
     "DevicePool",
+    "FieldRange",
     "SystemSpec",
     "TopologyDim",
     "TopologyDimSpec",
@@ -58,6 +61,18 @@ def _check_positive(obj: object, prefix: str, names: tuple[str, ...], *, allow_z
         ok = value >= 0 if allow_zero else value > 0
         rule = "must be >= 0" if allow_zero else "must be > 0"
         require(isinstance(value, int | float) and ok, f"{prefix}{name}", value, rule)
+
+
+#: the fields each spec's rules name (shared with :data:`FIELD_RANGES`)
+_ACC_PEAKS = tuple(f"peak_tflops_{x}" for x in PRECISIONS)
+_ACC_POSITIVE = ("hbm_capacity_gib", "hbm_bandwidth_GBps")
+_ACC_NON_NEGATIVE = ("price_usd", "tdp_w")
+_TOPOLOGY_POSITIVE = ("bandwidth_GBps",)
+_TOPOLOGY_NON_NEGATIVE = ("latency_ns",)
+_CALIBRATION_FRACTIONS = ("gemm_efficiency_max", "attention_efficiency_max", "hbm_efficiency",
+                          "sustained_compute_fraction", "scaleup_efficiency",
+                          "scaleout_efficiency", "p2p_efficiency", "fp8_gemm_efficiency_ratio",
+                          "fp4_gemm_efficiency_ratio", "scaleout_ring_efficiency")
 
 
 @dataclass(frozen=True)
@@ -90,9 +105,9 @@ class AcceleratorSpec:
         p = "system.accelerator."
         require(isinstance(self.name, str) and bool(self.name), p + "name", self.name,
                 "must be a non-empty string")
-        _check_positive(self, p, tuple(f"peak_tflops_{x}" for x in PRECISIONS), allow_zero=True)
-        _check_positive(self, p, ("hbm_capacity_gib", "hbm_bandwidth_GBps"), allow_zero=False)
-        _check_positive(self, p, ("price_usd", "tdp_w"), allow_zero=True)
+        _check_positive(self, p, _ACC_PEAKS, allow_zero=True)
+        _check_positive(self, p, _ACC_POSITIVE, allow_zero=False)
+        _check_positive(self, p, _ACC_NON_NEGATIVE, allow_zero=True)
         require(self.peak_tflops_fp16 > 0 or self.peak_tflops_bf16 > 0, p + "peak_tflops_fp16",
                 self.peak_tflops_fp16, "an accelerator needs fp16 or bf16 peak > 0")
 
@@ -133,8 +148,8 @@ class TopologyDimSpec:
                 f"must be one of {', '.join(TOPOLOGY_KINDS)}")
         require(isinstance(self.size, int) and self.size >= 0, prefix + "size", self.size,
                 "must be an integer >= 0 (0 = derived)")
-        _check_positive(self, prefix, ("bandwidth_GBps",), allow_zero=False)
-        _check_positive(self, prefix, ("latency_ns",), allow_zero=True)
+        _check_positive(self, prefix, _TOPOLOGY_POSITIVE, allow_zero=False)
+        _check_positive(self, prefix, _TOPOLOGY_NON_NEGATIVE, allow_zero=True)
 
 
 @dataclass(frozen=True)
@@ -218,16 +233,11 @@ class CalibrationSpec:
 
     def validate(self, prefix: str = "system.calibration.") -> None:
         """Check every field is a number in its physical range."""
-        fractions = ("gemm_efficiency_max", "attention_efficiency_max", "hbm_efficiency",
-                     "sustained_compute_fraction",
-                     "scaleup_efficiency", "scaleout_efficiency", "p2p_efficiency",
-                     "fp8_gemm_efficiency_ratio", "fp4_gemm_efficiency_ratio",
-                     "scaleout_ring_efficiency")
-        for name in fractions:
+        for name in _CALIBRATION_FRACTIONS:
             value = getattr(self, name)
             require(isinstance(value, int | float) and 0 < value <= 1, prefix + name, value,
                     "must be a fraction in (0, 1]")
-        others = tuple(f.name for f in fields(self) if f.name not in fractions)
+        others = tuple(f.name for f in fields(self) if f.name not in _CALIBRATION_FRACTIONS)
         _check_positive(self, prefix, others, allow_zero=True)
         require(self.switch_allreduce_gain >= 1, prefix + "switch_allreduce_gain",
                 self.switch_allreduce_gain, "must be >= 1")
@@ -238,6 +248,36 @@ class CalibrationSpec:
 
 
 TopologyDim = TopologyDimSpec  # the name the cluster seam uses (one dimension of ``dims``)
+
+#: A range (low, low included, high, high included) a number must lie in.
+FieldRange = tuple[float, bool, float, bool]
+_AT_LEAST_0: FieldRange = (0.0, True, inf, True)
+_ABOVE_0: FieldRange = (0.0, False, inf, True)
+
+#: The numeric fields of the sub-specs whose every rule is a range on the field alone, with
+#: that range (besides being a finite number: :func:`simcore.errors.require`), by spec class.
+#: With one of these fields changed from a valid spec, the spec is valid exactly when the new
+#: value is a finite number in its range and every rule of :data:`ONE_POSITIVE` still holds, so
+#: a column of values can be checked at once (``search.run.batch.materialize_systems``);
+#: ``tests/simcore/specs/test_field_ranges.py`` compares that with the checks above on values
+#: around every bound. Fields not listed (names, kinds, sizes) are checked one value at a time.
+FIELD_RANGES: dict[type, dict[str, FieldRange]] = {
+    AcceleratorSpec: {**dict.fromkeys(_ACC_PEAKS, _AT_LEAST_0),
+                      **dict.fromkeys(_ACC_POSITIVE, _ABOVE_0),
+                      **dict.fromkeys(_ACC_NON_NEGATIVE, _AT_LEAST_0)},
+    TopologyDimSpec: {**dict.fromkeys(_TOPOLOGY_POSITIVE, _ABOVE_0),
+                      **dict.fromkeys(_TOPOLOGY_NON_NEGATIVE, _AT_LEAST_0)},
+    CalibrationSpec: {**{f.name: _AT_LEAST_0 for f in fields(CalibrationSpec)},
+                      **dict.fromkeys(_CALIBRATION_FRACTIONS, (0.0, False, 1.0, True)),
+                      "switch_allreduce_gain": (1.0, True, inf, True),
+                      "scaleup_pair_loss": (0.0, True, 1.0, False),
+                      "overlap_compute_slowdown": (0.0, True, 1.0, False)},
+}
+
+#: The rules that involve several fields of one spec: at least one of the fields is > 0.
+ONE_POSITIVE: dict[type, tuple[tuple[str, ...], ...]] = {
+    AcceleratorSpec: (("peak_tflops_fp16", "peak_tflops_bf16"),),
+}
 
 
 @dataclass(frozen=True)

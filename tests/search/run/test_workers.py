@@ -45,3 +45,70 @@ def test_invalid_points_are_infeasible_rows_and_the_rest_match_simulate_batch():
     direct = simulate_batch(batch.model, batch.parallel, [systems[0], systems[2]])
     assert cols["iteration_time_s"][[0, 2]].tolist() == direct.iteration_time_s.tolist()
     assert cols["feasible"][[0, 2]].tolist() == direct.feasible.tolist()
+
+
+def _reference(base: SystemSpec, subs: dict[str, float]) -> tuple[SystemSpec | None, str]:
+    """A point's system by full copies, field by field in the order of ``subs``: each value
+    set on the sub-spec with ``replace`` (an accelerator checks itself on each), then the
+    system copied with that sub-spec and every rule run (``replace``)."""
+    from simcore.errors import InputError
+
+    heads: dict[str, list[tuple[str, float]]] = {}
+    for key, value in subs.items():
+        head, name = key.split(".")
+        heads.setdefault(head, []).append((name, value))
+    try:
+        for head, leaves in heads.items():
+            sub = getattr(base, head)
+            for name, value in leaves:
+                typed = float(value) if isinstance(getattr(sub, name), float) else value
+                sub = replace(sub, **{name: typed})
+            base = replace(base, **{head: sub})
+    except InputError as err:
+        return None, f"invalid_spec: {err}"
+    return base, ""
+
+
+def test_column_checked_values_give_the_systems_and_errors_of_full_copies():
+    """materialize_systems checks a column of values on listed float fields at once
+    (FIELD_RANGES); it must give, per point, the system and the error that copying the spec
+    with every check gives, for valid and invalid values, ints in float fields, two leaves of
+    one field set in order (the fp16-or-bf16 rule after each), and two bases."""
+    rng = np.random.default_rng(3)
+    n = 400
+    edges = np.array([0.0, -1.0, np.nan, np.inf, -np.inf, 1.0, 1.5, 0.5, 1e-300])
+
+    def column(low: float, high: float) -> np.ndarray:
+        col = rng.uniform(low, high, n)
+        pick = rng.random(n) < 0.15
+        col[pick] = rng.choice(edges, int(pick.sum()))
+        return col
+
+    bases = (SystemSpec(num_gpus=16),
+             SystemSpec(num_gpus=16, accelerator=replace(SystemSpec().accelerator,
+                                                         peak_tflops_fp16=0.0)))
+    overrides = {
+        "scaleout.bandwidth_GBps": column(1, 400),
+        "scaleout.latency_ns": rng.integers(-2, 6000, n),  # an int column on a float field
+        "accelerator.peak_tflops_bf16": column(-50, 1000),
+        "accelerator.peak_tflops_fp16": column(-50, 1000),
+        "accelerator.hbm_bandwidth_GBps": column(-10, 3500),
+        "calibration.scaleup_pair_loss": column(-0.2, 1.2),
+        "calibration.hbm_efficiency": column(0, 1.3),
+    }
+    base_index = rng.integers(0, 2, n)
+    batch = SpecBatch(batch_id=0, group="g", point_ids=np.arange(n),
+                      model=ModelSpec(name="m", num_layers=4),
+                      parallel=ParallelSpec(tp=2, global_batch=16), bases=bases,
+                      base_index=base_index, overrides=overrides)
+    systems, errors = materialize_systems(batch)
+    valid = 0
+    for i in range(n):
+        point = {k: v[i].item() for k, v in overrides.items()}
+        want, want_err = _reference(bases[base_index[i]], point)
+        assert errors[i] == want_err, (i, point)
+        assert systems[i] == want, (i, point)
+        if want is not None:
+            valid += 1
+            assert type(systems[i].scaleout.latency_ns) is float
+    assert 20 < valid < n - 20  # both outcomes are exercised
