@@ -59,10 +59,6 @@ def _peak_flops(pool: DevicePool, precision: str) -> float:
     return float(getattr(pool.accelerator, f"peak_tflops_{precision}")) * 1e12
 
 
-def _acc_peak_flops(acc: AcceleratorSpec, precision: str) -> float:
-    return float(getattr(acc, f"peak_tflops_{precision}")) * 1e12
-
-
 def _calibration(pool: DevicePool, key: str) -> float:
     return float(getattr(pool.calibration, key))
 
@@ -231,20 +227,24 @@ class SystemBatch:
         """:meth:`from_specs` for systems without ``pools`` (their one device pool is the
         system's accelerator, calibration, scale-up fabric and ``num_gpus``): the same
         arrays, each field read once per distinct sub-spec object."""
-        def col(get: Callable[[Any], float], objs: tuple[list[Any], IntArray]) -> FloatArray:
+        def col(name: str, objs: tuple[list[Any], IntArray], scale: float = 1.0) -> FloatArray:
+            # the field of each distinct object as float64, times ``scale`` in numpy: the
+            # same IEEE products as ``float(x) * scale`` per object (a random sweep has a
+            # distinct object per point)
             uniq, idx = objs
-            return np.array([float(get(o)) for o in uniq], dtype=np.float64).take(idx)
+            vals = np.fromiter(map(attrgetter(name), uniq), dtype=np.float64, count=len(uniq))
+            return (vals * scale if scale != 1.0 else vals).take(idx)
 
         accs = _distinct([s.accelerator for s in systems])
         cals = _distinct([s.calibration for s in systems])
         ups = _distinct([s.scaleup for s in systems])
         outs = _distinct([s.scaleout for s in systems])
-        peak = {p: col(partial(_acc_peak_flops, precision=p), accs) for p in PRECISIONS}
-        hbm_bw = col(lambda a: a.hbm_bandwidth_GBps * 1e9, accs)
-        hbm_cap = col(lambda a: a.hbm_capacity_gib * 2**30, accs)
-        calib = {k: col(attrgetter(k), cals) for k in _CALIBRATION_KEYS}
-        up_bw = col(lambda o: o.bandwidth_GBps * 1e9, ups)
-        up_lat = col(lambda o: o.latency_ns * 1e-9, ups)
+        peak = {p: col(f"peak_tflops_{p}", accs, 1e12) for p in PRECISIONS}
+        hbm_bw = col("hbm_bandwidth_GBps", accs, 1e9)
+        hbm_cap = col("hbm_capacity_gib", accs, 2**30)
+        calib = {k: col(k, cals) for k in _CALIBRATION_KEYS}
+        up_bw = col("bandwidth_GBps", ups, 1e9)
+        up_lat = col("latency_ns", ups, 1e-9)
         num_gpus = np.array([float(s.num_gpus) for s in systems], dtype=np.float64)
         return cls(
             specs=tuple(systems),
@@ -254,17 +254,17 @@ class SystemBatch:
             hbm_bandwidth_Bps=hbm_bw,
             hbm_capacity_bytes=hbm_cap,
             scaleup_bandwidth_Bps=up_bw,
-            scaleout_bandwidth_Bps=col(lambda o: o.bandwidth_GBps * 1e9, outs),
+            scaleout_bandwidth_Bps=col("bandwidth_GBps", outs, 1e9),
             scaleup_latency_s=up_lat,
-            scaleout_latency_s=col(lambda o: o.latency_ns * 1e-9, outs),
+            scaleout_latency_s=col("latency_ns", outs, 1e-9),
             calib=calib,
             pool_count=num_gpus[None, :].copy(),
             pool_peak_flops={p: v[None, :] for p, v in peak.items()},
             pool_hbm_bandwidth_Bps=hbm_bw[None, :],
             pool_hbm_capacity_bytes=hbm_cap[None, :],
             pool_calib={k: v[None, :] for k, v in calib.items()},
-            pool_price_usd=col(lambda a: a.price_usd, accs)[None, :],
-            pool_tdp_w=col(lambda a: a.tdp_w, accs)[None, :],
+            pool_price_usd=col("price_usd", accs)[None, :],
+            pool_tdp_w=col("tdp_w", accs)[None, :],
             pool_scaleup_bandwidth_Bps=up_bw[None, :],
             pool_scaleup_latency_s=up_lat[None, :],
         )

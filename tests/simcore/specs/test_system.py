@@ -162,3 +162,35 @@ def test_with_field_equals_replace_on_valid_and_invalid_values(system):
     assert (_outcome(lambda: system.with_field("num_gpus", 128))  # a shape field: replace
             == _outcome(lambda: replace(system, num_gpus=128)))
     assert checked > 200
+
+
+def test_one_pool_batch_equals_the_device_pool_path_bit_for_bit() -> None:
+    """SystemBatch reads systems without pools field by field per distinct sub-spec, scaling
+    in numpy; the general path reads every resolved device pool per point in Python. Both must
+    give the same float64 bits for systems that share some sub-specs and not others."""
+    rng = np.random.default_rng(7)
+    base = SystemSpec(num_gpus=64)
+    shared_acc = replace(base.accelerator, hbm_bandwidth_GBps=1234.5678)
+    systems = []
+    for i in range(60):
+        acc = shared_acc if i % 3 == 0 else replace(
+            base.accelerator, hbm_bandwidth_GBps=float(rng.uniform(100, 5000)),
+            peak_tflops_bf16=float(rng.uniform(1, 2000)), hbm_capacity_gib=float(rng.uniform(1, 300)),
+            price_usd=int(rng.integers(0, 50000)))
+        systems.append(replace(
+            base, accelerator=acc,
+            scaleout=replace(base.scaleout, bandwidth_GBps=float(rng.uniform(0.1, 900)),
+                             latency_ns=float(rng.uniform(0, 1e5))),
+            scaleup=replace(base.scaleup, latency_ns=int(rng.integers(0, 3000))),
+            calibration=replace(base.calibration, hbm_efficiency=float(rng.uniform(0.01, 1)))))
+    fast, slow = SystemBatch._one_pool(systems), SystemBatch._from_devices(systems)
+    for name in ("num_gpus", "gpus_per_node", "hbm_bandwidth_Bps", "hbm_capacity_bytes",
+                 "scaleup_bandwidth_Bps", "scaleout_bandwidth_Bps", "scaleup_latency_s",
+                 "scaleout_latency_s", "pool_count", "pool_hbm_bandwidth_Bps",
+                 "pool_hbm_capacity_bytes", "pool_price_usd", "pool_tdp_w",
+                 "pool_scaleup_bandwidth_Bps", "pool_scaleup_latency_s"):
+        a, b = getattr(fast, name), getattr(slow, name)
+        assert a.dtype == b.dtype == np.float64 and a.tobytes() == b.tobytes(), name
+    for group in ("peak_flops", "calib", "pool_peak_flops", "pool_calib"):
+        for key, a in getattr(fast, group).items():
+            assert a.tobytes() == getattr(slow, group)[key].tobytes(), (group, key)
