@@ -26,7 +26,11 @@ Reports, in one table:
   MLflow record); scaling efficiency (rate with 2 workers / (2 x rate with 1), per interleaved
   pair: median and range) end to end and of the evaluation loop; and the bound that the fixed
   costs alone put on the end-to-end efficiency (Amdahl: the 2-worker run's planning, start-up
-  and finish as measured, its loop exactly half the 1-worker loop).
+  and finish as measured, its loop exactly half the 1-worker loop);
+- the driver's ingest: points per CPU second of the driver process (all its threads) in the
+  2-worker loops, and the workers one driver core keeps fed at the workers' CPU rate (what a
+  sweep on a cluster with one driver can use; one-time work on the driver's threads during the
+  loop is counted, so it is a lower bound).
 BLAS runs one thread per process (``OMP_NUM_THREADS=1`` unless set), as Ray sets it for its
 workers: on a 2-core machine OpenBLAS's second thread made the (24 x 23) @ (23 x 2,048)
 template product ~15 ms instead of ~0.1 ms, only in the in-process baseline.
@@ -193,6 +197,7 @@ def _sweeps(label: str, n: int, axes: list[str], common: list[str], work: Path,
                 "total": plan_s + out.wall_s, "plan": plan_s, "eval": out.eval_s,
                 "start": out.startup_s, "finish": out.finish_s,
                 "cpu_rate": cpu[1] / cpu[0] if cpu[0] > 0 else 0.0,
+                "driver_cpu": out.driver_cpu_s,
                 "log": (out.log_s + out.write_s) / out.wall_s})
             print(f"  {workers} worker(s), run {rep + 1}: {plan_s + out.wall_s:.1f} s end to "
                   f"end, evaluation {out.eval_s:.1f} s", flush=True)
@@ -215,6 +220,14 @@ def _sweeps(label: str, n: int, axes: list[str], common: list[str], work: Path,
                      f"{_fmt_eff(ends)} / {_fmt_eff(loops)}"))
     rows.append((label, "bound: 2 workers, fixed costs as measured, loop exactly 2x", *("-",) * 8,
                  f"{_fmt_eff(bounds)} / 100%"))
+    # the driver's CPU (all its threads: Ray's submit/wait/get, frames, parquet, the tracking
+    # thread) over the 2-worker loops: how many workers at the measured worker rate one driver
+    # core could keep fed, the limit of a sweep on a cluster with one driver
+    ingest = statistics.median(n / r["driver_cpu"] for r in runs[2] if r["driver_cpu"] > 0)
+    worker = statistics.median(r["cpu_rate"] for r in runs[2])
+    rows.append((label, "driver: points per driver CPU second in the 2-worker loop / workers "
+                 "one driver core keeps fed at the worker CPU rate", "-", "-", f"{ingest:,.0f}",
+                 f"{ingest / worker:.1f} workers", *("-",) * 5))
     return rows
 
 

@@ -177,7 +177,7 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, pool: Any, done: np.ndarray,
             batches = itertools.chain([first], batches)
         pool.wait_ready()
         feed = _TrackingFeed(tracking)
-        t_eval = time.perf_counter()
+        t_eval, cpu_eval = time.perf_counter(), time.process_time()
         outcome.startup_s = t_eval - t_start
         bar = _progress(cfg, plan.num_points - outcome.skipped)
         params = plan.param_columns
@@ -197,6 +197,7 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, pool: Any, done: np.ndarray,
             bar.close()
         feed.close()
         outcome.eval_s = time.perf_counter() - t_eval
+        outcome.driver_cpu_s = time.process_time() - cpu_eval
     finally:
         store.flush()
         outcome.retries = pool.retries

@@ -37,6 +37,7 @@ def test_sweep_lands_every_point_in_parquet_and_mlflow(ray_local, plan_for, tmp_
     assert table["point_hash"].n_unique() == 256
     phases = (outcome.startup_s, outcome.eval_s, outcome.finish_s)
     assert min(phases) > 0 and sum(phases) <= outcome.wall_s, (phases, outcome.wall_s)
+    assert outcome.driver_cpu_s > 0  # the driver's own CPU in the loop (the benchmark's)
     for key, col in plan.columns.items():
         assert np.array_equal(table[key].to_numpy(), col)
 
