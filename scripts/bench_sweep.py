@@ -35,8 +35,8 @@ BLAS runs one thread per process (``OMP_NUM_THREADS=1`` unless set), as Ray sets
 workers: on a 2-core machine OpenBLAS's second thread made the (24 x 23) @ (23 x 2,048)
 template product ~15 ms instead of ~0.1 ms, only in the in-process baseline.
 Batches: ``--batch-size`` (``sweep.batch_size``), by default ``auto`` as in the default sweep
-(guided sizes from 2,048 points down to 64, ``search.sweep.driver.guided_batch_size``); the
-baseline and the ceiling then time batches of 2,048 (the first guided ones).
+(guided sizes from 8,192 points down to 64, ``search.sweep.driver.guided_batch_size``); the
+baseline and the ceiling then time the first guided batches (8,192 points on the grids here).
 Usage: ``python scripts/bench_sweep.py [--case gpt3|tiny|all] [--points N] [--batch-size B]
 [--repeats R]``
 (``--points`` draws N random points over the same axes instead of the full grid: a quick run).
@@ -151,7 +151,7 @@ def _probe(label: str, axes: list[str], common: list[str], work: Path, args: arg
     n = plan.num_points  # type: ignore[attr-defined]
     print(f"{label}: {n:,} points, planned in {plan_s:.1f} s ({n / plan_s:,.0f} points/s)",
           flush=True)
-    size = batch_size_of({"batch_size": args.batch_size})  # auto (None): 2,048 at first
+    size = batch_size_of({"batch_size": args.batch_size})  # auto (None): 8,192 at first
     base, base_cpu = _baseline(plan, size, args.baseline_batches)
     ceiling = _ceiling(plan, size, args.ceiling_batches, args.repeats)
     blank = ("-",) * 4
@@ -252,7 +252,7 @@ def main() -> None:
     ap.add_argument("--batch-size", default="auto", type=_batch_size,
                     help="sweep.batch_size of the sweeps: auto (the default sweep's) or points")
     ap.add_argument("--baseline-batches", type=int, default=3)
-    ap.add_argument("--ceiling-batches", type=int, default=16,
+    ap.add_argument("--ceiling-batches", type=int, default=6,
                     help="batches per process for the machine's 2-process ceiling")
     ap.add_argument("--repeats", type=int, default=3,
                     help="interleaved 1- and 2-worker sweeps (medians are reported)")

@@ -29,7 +29,7 @@ def test_guided_size_is_a_share_of_what_remains_within_the_bounds(workers):
     assert sizes == sorted(sizes)  # never larger with less left
     for remaining in (1_000, 9_999, 40_000):
         share = -(-remaining // (2 * workers))
-        assert guided_batch_size(remaining, workers) == min(max(share, 64), 2048)
+        assert guided_batch_size(remaining, workers) == min(max(share, AUTO_BATCH_MIN), AUTO_BATCH_MAX)
 
 
 def _batches(plan, done, workers):
