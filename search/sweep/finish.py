@@ -60,9 +60,17 @@ def summary_metric_columns(frame: pl.DataFrame) -> list[str]:
     return [m for m in SUMMARY_METRICS if m in frame.columns]
 
 
+#: an axis with more distinct values than this (a random sweep over ``interval(...)`` gives
+#: every point its own) is reported by :data:`FINDING_BINS` ranges of equal point count when
+#: numeric, else by its best values only
+FINDING_VALUES_MAX = 16
+FINDING_BINS = 8
+
+
 def format_finding(frame: pl.DataFrame, axes: list[str], objective: str, direction: str) -> str:
     """The sweep's finding in words: the best plan, and for each axis what its other values
-    cost (the best ``objective`` reachable with that value, relative to the best plan)."""
+    cost (the best ``objective`` reachable with that value, relative to the best plan); an
+    axis with many values (:data:`FINDING_VALUES_MAX`) by ranges of its values."""
     ok = frame.filter(pl.col("feasible")) if "feasible" in frame.columns else frame
     if ok.height == 0 or objective not in ok.columns:
         return "finding: no feasible point"
@@ -70,22 +78,48 @@ def format_finding(frame: pl.DataFrame, axes: list[str], objective: str, directi
     top = float(best[objective])
     plan = ", ".join(f"{a}={best[a]}" for a in axes)
     lines = [f"finding: best plan {plan}: {objective} = {top:.4g}"]
+    pick = pl.col(objective).max() if direction == "maximize" else pl.col(objective).min()
     for axis in axes:
-        per = ok.group_by(axis).agg(
-            (pl.col(objective).max() if direction == "maximize" else pl.col(objective).min())
-            .alias("best")).sort(axis)
+        per = ok.group_by(axis).agg(pick.alias("best")).sort(axis)
         if per.height < 2:
             continue
-        parts = []
-        for value, got_raw in per.iter_rows():
-            got = float(got_raw)
-            delta = (got - top) / top * 100 if top else 0.0
-            parts.append(f"{value}: {got:.4g}" + ("" if value == best[axis] else f" ({delta:+.0f}%)"))
         values = per["best"].cast(pl.Float64).to_numpy()
         spread = float(values.max() - values.min())
         verdict = "does not matter here" if spread <= 1e-9 * max(abs(top), 1.0) else "matters"
-        lines.append(f"  {axis} {verdict}; best {objective} by value: " + "; ".join(parts))
+        if per.height <= FINDING_VALUES_MAX:
+            how, parts = "by value", [_finding_part(v, got, top, v == best[axis])
+                                      for v, got in per.iter_rows()]
+        elif per[axis].dtype.is_numeric():
+            how, parts = _finding_ranges(ok, axis, pick, top, best[axis], per.height)
+        else:
+            shown = per.sort("best", descending=direction == "maximize").head(FINDING_VALUES_MAX)
+            how = f"by value, the best {FINDING_VALUES_MAX} of {per.height}"
+            parts = [_finding_part(v, got, top, v == best[axis]) for v, got in shown.iter_rows()]
+        lines.append(f"  {axis} {verdict}; best {objective} {how}: " + "; ".join(parts))
     return "\n".join(lines)
+
+
+def _finding_part(label: Any, got_raw: Any, top: float, is_best: bool) -> str:
+    got = float(got_raw)
+    delta = (got - top) / top * 100 if top else 0.0
+    return f"{label}: {got:.4g}" + ("" if is_best else f" ({delta:+.0f}%)")
+
+
+def _finding_ranges(ok: pl.DataFrame, axis: str, pick: pl.Expr, top: float, best_value: Any,
+                    distinct: int) -> tuple[str, list[str]]:
+    """The best objective per range of ``axis``: :data:`FINDING_BINS` ranges holding equal
+    numbers of the feasible points, in value order."""
+    n = ok.height
+    ranges = (ok.with_columns(((pl.col(axis).rank("ordinal") - 1) * FINDING_BINS // n)
+                              .alias("_range"))
+              .group_by("_range")
+              .agg(pl.col(axis).min().alias("low"), pl.col(axis).max().alias("high"),
+                   pick.alias("best"))
+              .sort("_range"))
+    parts = [_finding_part(f"{low:.4g}-{high:.4g}", got, top, low <= best_value <= high)
+             for _, low, high, got in ranges.iter_rows()]
+    return f"by range of values ({ranges.height} ranges of equal point count, {distinct:,} " \
+           "values)", parts
 
 
 def _experiment(tracking: Any, name: str) -> str:
