@@ -124,11 +124,14 @@ def materialize_systems(batch: SpecBatch) -> tuple[list[Any], list[str]]:
     Overrides are grouped by the top-level SystemSpec field they touch (``accelerator``,
     ``scaleout``, ...). Each distinct value of such a field is built once and validated once
     by every SystemSpec rule that involves it (:meth:`simcore.specs.system.SystemSpec.with_field`,
-    equal to a full ``replace`` of the base system); a point then combines validated fields
-    without re-running the checks. This is exact because SystemSpec's rules
+    equal to a full ``replace`` of the base system), or, for the leaves whose rules are a range
+    on the leaf alone, checked with the batch's other new values as one column
+    (:func:`_checked_fields`); a point then combines validated fields without re-running the
+    checks. This is exact because SystemSpec's rules
     each involve one such field and structural fields only (``num_gpus``, ``gpus_per_node``,
     which a batch never changes); ``tests/search/sweep/test_plan.py``
-    compares every point against a full Hydra composition. A point with an invalid value gets
+    compares every point against a full Hydra composition, ``tests/search/run/test_workers.py``
+    valid and invalid values against full copies. A point with an invalid value gets
     ``None`` and the one-line error message.
     """
     groups: dict[str, list[tuple[tuple[str, ...], list[Any]]]] = {}
