@@ -31,23 +31,25 @@ _HEADS = ("accelerator", "scaleup", "scaleout", "calibration")
 
 
 def valid_in_ranges(bases: list[Any], head: str, paths: list[tuple[str, ...]],
-                    keys: list[tuple[Any, ...]]) -> NDArray[np.bool_] | None:
-    """Per key ``(base index, one value per path)``, whether setting the values on field
-    ``head`` of ``bases[base index]`` (at ``paths`` inside it, in order) gives a valid
-    system; None when the column cannot decide it (then check each key by copying).
+                    base_of: NDArray[np.int64], values: NDArray[Any]) -> NDArray[np.bool_] | None:
+    """Per row ``i``, whether setting ``values[i]`` (one per path) on field ``head`` of
+    ``bases[base_of[i]]`` (at ``paths`` inside it, in order) gives a valid system; None when
+    the column cannot decide it (then check each row by copying).
 
-    Decidable when every path is one float field of the sub-spec listed in
-    :data:`~simcore.specs.system.FIELD_RANGES`, every value a number (not a bool), and no base
-    has device pools or scale-out dims (whose normalization reads several fields). The bases
-    are valid systems, so a key is valid exactly when each value is finite and in its field's
-    range and each rule of :data:`~simcore.specs.system.ONE_POSITIVE` holds after each value is
-    set, in order (``set_path`` sets them one by one and checks each copy)."""
-    if head not in _HEADS or not keys:
+    Decidable when ``values`` is a numeric (int or float, not bool) array, every path is one
+    float field of the sub-spec listed in :data:`~simcore.specs.system.FIELD_RANGES`, and no
+    base has device pools or scale-out dims (whose normalization reads several fields). The
+    bases are valid systems, so a row is valid exactly when each value is finite and in its
+    field's range and each rule of :data:`~simcore.specs.system.ONE_POSITIVE` holds after each
+    value is set, in order (``set_path`` sets them one by one and checks each copy)."""
+    values = np.asarray(values)
+    if head not in _HEADS or values.size == 0 or values.dtype.kind not in "iuf":
         return None
-    used = {k[0] for k in keys}
+    values = values.astype(np.float64, copy=False).reshape(len(base_of), len(paths))
+    used = np.unique(base_of).tolist()
     if any(bases[b].pools or bases[b].scaleout_dims for b in used):
         return None
-    cls = type(getattr(bases[next(iter(used))], head))
+    cls = type(getattr(bases[used[0]], head))
     ranges = FIELD_RANGES.get(cls, {})
     names = [path[0] if len(path) == 1 else "" for path in paths]
     if not all(n in ranges for n in names) or any(
@@ -55,9 +57,6 @@ def valid_in_ranges(bases: list[Any], head: str, paths: list[tuple[str, ...]],
             or any(type(getattr(getattr(bases[b], head), n)) is not float for n in names)
             for b in used):
         return None
-    if any(type(v) not in (float, int) for k in keys for v in k[1:]):
-        return None
-    values = np.array([k[1:] for k in keys], dtype=np.float64).reshape(len(keys), len(names))
     ok: NDArray[np.bool_] = np.asarray(np.isfinite(values).all(axis=1))
     for j, name in enumerate(names):
         low, low_in, high, high_in = ranges[name]
@@ -67,7 +66,6 @@ def valid_in_ranges(bases: list[Any], head: str, paths: list[tuple[str, ...]],
     for rule in ONE_POSITIVE.get(cls, ()):
         if not set(rule) & set(names):
             continue
-        base_of = np.array([k[0] for k in keys], dtype=np.int64)
         current = {f: np.array([float(getattr(getattr(b, head), f)) for b in bases])[base_of]
                    for f in rule}
         for j, name in enumerate(names):  # the rule holds after each set, as set_path checks

@@ -205,7 +205,10 @@ def _checked_fields(canon: list[Any], head: str, subs: list[tuple[tuple[str, ...
     (for its error message), goes through :func:`_checked_field`."""
     paths = [path for path, _ in subs]
     names = [path[0] for path in paths]
-    ok = valid_in_ranges(canon, head, paths, keys)
+    ok = None
+    if all(type(v) in (float, int) for k in keys for v in k[1:]):  # numbers, not bools
+        ok = valid_in_ranges(canon, head, paths, np.array([k[0] for k in keys], dtype=np.int64),
+                             np.array([k[1:] for k in keys], dtype=np.float64))
     out: list[Any] = []
     for i, k in enumerate(keys):
         base = canon[k[0]]

@@ -58,7 +58,7 @@ from search.config.build import (
     set_path,
 )
 from search.config.compose import split_value_overrides, value_items, with_value_overrides
-from search.config.leaf_columns import copy_with_leaves, valid_in_ranges, with_fields
+from search.config.leaf_columns import valid_in_ranges
 from search.config.schema import validate_config
 from search.run.batch import InvalidModel
 from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random
@@ -208,16 +208,20 @@ def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray
             continue  # not a leaf field: let composition report it
         col = coerce_column(columns[ax.key], tp, ax.key)
         columns[ax.key] = col
-        structural = False
-        values = np.unique(col).tolist()
-        ok = (valid_in_ranges([base.system], path[0], [path[1:]], [(0, v) for v in values])
+        distinct = np.unique(col)
+        ok = (valid_in_ranges([base.system], path[0], [path[1:]],
+                              np.zeros(distinct.shape[0], dtype=np.int64), distinct[:, None])
               if len(path) == 2 else None)
-        for i, value in enumerate(values):
-            if ok is not None and ok[i]:  # checked in one column: copied without the checks
-                sub = copy_with_leaves(getattr(base.system, path[0]), [path[1]], (value,))
-                spec = with_fields(base.system, {path[0]: sub})
-            else:
-                spec = set_path(base.system, path, value)  # raises InputError on a bad value
+        if ok is not None:  # a listed leaf, checked as one column
+            if not ok.all():  # the first bad value (sorted) gets the spec's own error
+                set_path(base.system, path, distinct[int(np.argmin(ok))].item())
+            # never structural: the key reads the cluster's shape and pools, which a sub-spec
+            # leaf of a system without pools does not touch (tests/search/sweep/test_plan.py)
+            out[ax.key] = ".".join(path)
+            continue
+        structural = False
+        for value in distinct.tolist():
+            spec = set_path(base.system, path, value)  # raises InputError on a bad value
             structural |= structure_key(base.model, base.parallel, spec) != base_key
         if not structural:
             out[ax.key] = ".".join(path)

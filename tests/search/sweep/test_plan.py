@@ -241,3 +241,30 @@ def test_a_scaleout_axis_beside_scaleout_dims_is_refused(plan_for):
         plan_for("system.num_gpus=64", dims, "system.scaleout.bandwidth_GBps=25,400")
     plan = plan_for("system.num_gpus=64", dims, "system.accelerator.hbm_bandwidth_GBps=1500,2039")
     assert plan.num_points == 2 and plan.combos[0].system.scaleout.bandwidth_GBps == 150
+
+
+def test_a_listed_leaf_never_changes_the_structure_key():
+    """make_plan treats an axis on a leaf listed in FIELD_RANGES (on a system without pools)
+    as a hardware axis without computing the structure key per value: that holds only while
+    the key ignores those leaves. Each listed leaf set to another valid value keeps the key."""
+    from dataclasses import replace
+
+    from simcore.api import structure_key
+    from simcore.specs.parallel import ParallelSpec
+    from simcore.specs.system import FIELD_RANGES, SystemSpec
+    from simcore.workloads.transformer.spec import ModelSpec
+
+    model, par = ModelSpec(name="m", num_layers=4), ParallelSpec(tp=2, pp=2, global_batch=16)
+    base = SystemSpec(num_gpus=16)
+    key = structure_key(model, par, base)
+    checked = 0
+    for head in ("accelerator", "scaleup", "scaleout", "calibration"):
+        sub = getattr(base, head)
+        for name, (low, _, high, _) in FIELD_RANGES[type(sub)].items():
+            value = 0.5 * (low + high) if high < float("inf") else low + 1.5
+            system = replace(base, **{head: replace(sub, **{name: value})})
+            assert getattr(getattr(system, head), name) == value != getattr(sub, name)
+            assert structure_key(model, par, system) == key, (head, name)
+            checked += 1
+    assert checked == sum(len(FIELD_RANGES[type(getattr(base, h))])
+                          for h in ("accelerator", "scaleup", "scaleout", "calibration")) > 30
