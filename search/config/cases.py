@@ -24,7 +24,8 @@ __all__ = ["ATTENTION_IMPLS", "FLASH_ERA_GPUS", "MODEL_KEYS", "PLAN_KEYS", "atte
 
 _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
         "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
-        "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers")
+        "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers",
+        "num_experts", "top_k")
 _BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
 MODEL_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size",
                "seq_len", "vocab_size")
@@ -120,12 +121,27 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
                                 **{k: _field(row, k) for k in MODEL_KEYS}}
     if (row.get("mlp") or "").strip():
         workload["mlp"] = row["mlp"].strip()
+    workload.update(_moe_columns(row))
     optional = {k: _field(row, k) for k in ("first_stage_layers", "last_stage_layers")
                 if (row.get(k) or "").strip()}  # uneven pipeline split override (optional)
     parallel = {**{k: _field(row, k) for k in PLAN_KEYS}, **optional,
                 "flash_attention": ATTENTION_IMPLS[impl]}
     return {"workload": workload, "parallel": parallel, "system": system,
             "stack": stack_section(row)}
+
+
+def _moe_columns(row: dict[str, str]) -> dict[str, Any]:
+    """The optional ``num_experts`` / ``top_k`` columns of a mixture-of-experts row (experts
+    per MoE layer, experts per token; not in CASES.md's schema, whose rows are dense models).
+    A row with ``ep`` > 1 needs ``num_experts``: the expert-parallel degree alone does not say
+    how many experts a layer has."""
+    out = {k: _field(row, k) for k in ("num_experts", "top_k") if (row.get(k) or "").strip()}
+    ep = (row.get("ep") or "").strip()
+    if ep and "num_experts" not in out and _field(row, "ep") > 1:
+        raise InputError("num_experts", "", f"ep={ep} is expert parallelism: the row needs a "
+                         "num_experts column (experts per MoE layer) and a top_k column "
+                         "(experts per token, default 1)")
+    return out
 
 
 def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, Any]:
