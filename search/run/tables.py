@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import polars as pl
@@ -29,6 +29,10 @@ from simcore.errors import InputError
 __all__ = ["ResultsStore", "Summary", "batch_frame", "best_rows", "format_summary", "summarize",
            "write_table"]
 
+#: parquet compression of the parts written while a sweep runs: lz4 takes about half the CPU of
+#: polars' default zstd (112,896 GPT-3 rows: 0.041 against 0.079 s) for ~18% more bytes; the
+#: parts are consolidated into ``results.parquet`` (zstd) when the sweep ends
+PART_COMPRESSION: Final = "lz4"
 ID_COLUMNS = ("point_id", "point_hash")
 TAIL_COLUMNS = ("feasible", "reason", "batch_id", "worker_node", "eval_start_unix_s",
                 "eval_wall_s")
@@ -92,7 +96,7 @@ class ResultsStore:
         self._buffer = []
         path = self.dir / f"part-{self._next:06d}.parquet"
         tmp = path.with_suffix(".tmp")
-        frame.write_parquet(tmp)
+        frame.write_parquet(tmp, compression=PART_COMPRESSION)
         os.replace(tmp, path)
         self._next += 1
         self.write_s += time.perf_counter() - t0

@@ -31,6 +31,15 @@ def test_parts_are_atomic_and_reloaded_after_reopening(tmp_path):
     table = again.consolidate(tmp_path / "results.parquet")
     assert table["point_id"].to_list() == [0, 1, 2, 3, 4]
     assert pl.read_parquet(tmp_path / "results.parquet").equals(table)
+    # parts are written with lz4 while the sweep runs (cheaper for the driver), the table with
+    # polars' default zstd
+    import pyarrow.parquet as pq
+
+    def codec(path):
+        return pq.ParquetFile(path).metadata.row_group(0).column(0).compression
+
+    assert {codec(p) for p in (tmp_path / "results").glob("part-*.parquet")} == {"LZ4"}
+    assert codec(tmp_path / "results.parquet") == "ZSTD"
 
 
 def test_summary_best_points_and_infeasible_counts_by_reason_code():
