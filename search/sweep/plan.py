@@ -399,15 +399,27 @@ class _Derived:
         return cfg
 
 
+#: points hashed at a time: the texts of a chunk are made and dropped before the next, so a
+#: sweep of millions of points does not hold every text at once (2,000,000 random interval
+#: points: max RSS 649 -> 309 MiB, the same hashes)
+_HASH_CHUNK = 1 << 18
+
+
 def _point_hashes(combos: list[Combo], combo_of: NDArray[np.int64], hw: list[NDArray[Any]]) -> list[str]:
     """sha1 of ``<combo config hash>|<repr of each hardware value>`` per point (first 16 hex
-    digits). The reprs are formed once per distinct value of a column (a grid has a few dozen
-    per axis), not once per point."""
-    prefix = np.asarray([c.config_hash for c in combos], dtype=object)[combo_of]
-    if not hw:
-        return [hashlib.sha1(f"{p}|".encode()).hexdigest()[:16] for p in prefix.tolist()]
-    texts = map("|".join, zip(prefix.tolist(), *(_reprs(col) for col in hw), strict=True))
-    return [hashlib.sha1(t.encode()).hexdigest()[:16] for t in texts]
+    digits). The reprs are formed once per distinct value of a column within a chunk of
+    :data:`_HASH_CHUNK` points (a grid has a few dozen per axis), not once per point."""
+    config_hashes = np.asarray([c.config_hash for c in combos], dtype=object)
+    out: list[str] = []
+    for start in range(0, combo_of.shape[0], _HASH_CHUNK):
+        part = slice(start, start + _HASH_CHUNK)
+        prefix = config_hashes[combo_of[part]].tolist()
+        if not hw:
+            out += [hashlib.sha1(f"{p}|".encode()).hexdigest()[:16] for p in prefix]
+            continue
+        texts = map("|".join, zip(prefix, *(_reprs(col[part]) for col in hw), strict=True))
+        out += [hashlib.sha1(t.encode()).hexdigest()[:16] for t in texts]
+    return out
 
 
 def _reprs(col: NDArray[Any]) -> list[str]:

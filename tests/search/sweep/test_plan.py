@@ -177,6 +177,23 @@ def test_point_hashes_follow_their_definition_value_by_value():
     assert alone == [hashlib.sha1(f"c{c}|".encode()).hexdigest()[:16] for c in (0, 1)]
 
 
+def test_point_hashes_are_the_same_whatever_the_chunk(monkeypatch):
+    """Hashes are made a chunk of points at a time; chunks of 4 over 6 points (the last one
+    short) give the hashes of one chunk."""
+    from types import SimpleNamespace
+
+    import search.sweep.plan as plan_module
+
+    combos = [SimpleNamespace(config_hash="c0"), SimpleNamespace(config_hash="c1")]
+    combo_of = np.array([0, 1, 0, 1, 0, 1])
+    cols = [np.array([0.0, -0.0, np.nan, 1e-300, 2.5, 0.0]), np.array([3, 3, -7, 2**40, 0, 3])]
+    whole = plan_module._point_hashes(combos, combo_of, cols)  # type: ignore[arg-type]
+    monkeypatch.setattr(plan_module, "_HASH_CHUNK", 4)
+    assert plan_module._point_hashes(combos, combo_of, cols) == whole  # type: ignore[arg-type]
+    assert plan_module._point_hashes(combos, combo_of, []) == [  # type: ignore[arg-type]
+        plan_module._point_hashes(combos, combo_of[i:i + 1], [])[0] for i in range(6)]
+
+
 def test_structural_combinations_equal_a_full_composition_each():
     """Combinations are composed once per config group choice and their plain values applied
     to a copy (search.config.compose.with_value_overrides): each equals Hydra's composition of
