@@ -74,6 +74,9 @@ RUN: dict[str, str] = {
     "'system.scaleout.bandwidth_GBps=interval(25,400)' "
     "'system.accelerator.peak_tflops_bf16=int(interval(300,1000))' "
     "'system.scaleup.bandwidth_GBps=tag(log,interval(100,1800))'": "",
+    "simsweep sweep sweep.mode=sobol sweep.num_points=4096 "
+    "'system.scaleout.bandwidth_GBps=interval(25,400)' "
+    "'system.accelerator.hbm_bandwidth_GBps=interval(1500,3500)'": "",
     "simsweep sweep sweep=default parallel.tp=8": "",
     "simsweep sweep system.num_gpus=16 parallel.global_batch=32 "
     "collective=default,ring,in_network memory=default,per_node,pool": "",

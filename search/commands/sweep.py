@@ -18,9 +18,10 @@ __all__ = ["main"]
 _OPTIONS = [
     ("--config-dir DIR", "a conf/ folder to compose from (default: the project's conf/)"),
     ("sweep=NAME", "sweep file conf/sweep/NAME.yaml (default: default.yaml, see its header)"),
-    ("KEY=EXPR", "a sweep axis: 1,2,4 | range(25,401,25) | choice(...) | interval(a,b) (random)"),
+    ("KEY=EXPR", "a sweep axis: 1,2,4 | range(25,401,25) | choice(...) | interval(a,b) (random, sobol)"),
     ("KEY=VALUE", "any config value, e.g. workload=gpt3_175b system.num_gpus=1024"),
     ("sweep.mode=random", "random sampling; sweep.num_points=N points, sweep.seed=S"),
+    ("sweep.mode=sobol", "a scrambled Sobol' design of sweep.num_points (best a power of 2)"),
     ("sweep.objective=KEY", "the metric ranking the best points (sweep.direction=maximize)"),
     ("sweep.output_dir=DIR", "the output folder (default outputs/sweep-<name>-<UTC time>)"),
     ("sweep.resume=true", "continue the sweep in sweep.output_dir; nothing is recomputed"),

@@ -49,11 +49,11 @@ class SweepConf:
     """``sweep.*``: what to sweep and how (``conf/sweep/*.yaml``)."""
 
     name: str = "default"
-    mode: str = "grid"  # grid | random
-    num_points: int = 100  # random mode: points to draw
-    seed: int = 0  # random mode and shuffle(...) order
+    mode: str = "grid"  # grid | random | sobol
+    num_points: int = 100  # random and sobol modes: points to draw
+    seed: int = 0  # random and sobol modes, and shuffle(...) order
     axes: dict[str, str] = field(default_factory=dict)  # key -> Hydra sweep expression
-    batch_size: Any = "auto"  # design points per Ray task, or auto (guided sizes, 64-2048)
+    batch_size: Any = "auto"  # design points per Ray task, or auto (guided sizes, 64-8192)
     output_dir: str | None = None  # default: outputs/sweep-<name>-<timestamp>
     resume: bool = False
     objective: str = "iteration_time_s"
@@ -137,7 +137,7 @@ _MIRRORS: dict[type, type] = {}
 # resolves the names and SystemSpec checks each entry, naming system.pools.<i>.<key>
 _FIELD_TYPES: dict[tuple[str, str], Any] = {("SystemSpec", "pools"): Optional[list[Any]]}  # noqa: UP045
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "sweep.mode": ("grid", "random"),
+    "sweep.mode": ("grid", "random", "sobol"),
     "sweep.direction": ("minimize", "maximize"),
     "memory.kind": ("none", "per_node", "per_npu", "pool"),
 }

@@ -61,7 +61,7 @@ from search.config.compose import split_value_overrides, value_items, with_value
 from search.config.leaf_columns import valid_in_ranges
 from search.config.schema import validate_config
 from search.run.batch import InvalidModel
-from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random
+from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random, sample_sobol
 from simcore.errors import InputError
 
 __all__ = ["Combo", "SweepPlan", "format_value", "make_plan", "pool_columns"]
@@ -286,6 +286,8 @@ def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Seque
         sweep = base_cfg.sweep
     if sweep.mode == "random":
         columns = sample_random(parsed.axes, int(sweep.num_points), seed)
+    elif sweep.mode == "sobol":
+        columns = sample_sobol(parsed.axes, int(sweep.num_points), seed)
     else:
         columns = expand_grid(parsed.axes)
     n = len(next(iter(columns.values()))) if columns else 1

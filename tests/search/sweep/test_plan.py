@@ -118,6 +118,22 @@ def test_random_mode_draws_seeded_points_including_structural_axes(plan_for):
     assert plan_for(*args[:2], "sweep.seed=4", *args[3:]).point_hash != one.point_hash
 
 
+def test_sobol_mode_plans_the_points_of_its_design(plan_for):
+    """sweep.mode=sobol reaches make_plan: the same seed gives the same points, the mode is
+    part of the sweep's identity (a random sweep of the same axes is another sweep)."""
+    from search.sweep.space import parse_overrides, sample_sobol
+
+    args = ("sweep.num_points=64", "sweep.seed=2", "system.scaleout.bandwidth_GBps=interval(25,400)",
+            "system.accelerator.hbm_bandwidth_GBps=interval(1500,3500)")
+    one, two = plan_for("sweep.mode=sobol", *args), plan_for("sweep.mode=sobol", *args)
+    assert one.num_points == 64 and one.point_hash == two.point_hash
+    want = sample_sobol(parse_overrides(list(args[2:]), {}, lambda _: []).axes, 64, 2)
+    for key, col in want.items():
+        assert one.columns[key].tolist() == col.tolist()
+    assert set(one.hardware) == set(want)
+    assert plan_for("sweep.mode=random", *args).sweep_hash != one.sweep_hash
+
+
 def test_fidelity_axis_splits_batches_and_reaches_the_simulator(plan_for):
     """A sweep over ``fidelity`` evaluates each point in the mode it names (not always calibrated)."""
     from search.run.batch import evaluate_batch

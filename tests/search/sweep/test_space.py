@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
-from search.sweep.space import expand_grid, parse_overrides, sample_random
+from search.sweep.space import expand_grid, parse_overrides, sample_random, sample_sobol
 from simcore.errors import InputError
 
 
@@ -48,6 +50,34 @@ def test_random_mode_is_seeded_and_respects_interval_int_and_log_tags():
     assert 0.25 < float(np.mean(one["c"] < 10)) < 0.42
     assert set(one["d"].tolist()) == {"x", "y"}
     assert sample_random(axes, 10, seed=8)["a"].tolist() != one["a"][:10].tolist()
+
+
+def test_sobol_mode_is_seeded_maps_every_axis_kind_and_covers_evenly():
+    """sweep.mode=sobol: the first n points of a scrambled Sobol' sequence, each coordinate
+    mapped to its axis; its star discrepancy over 1,024 points is a fraction of independent
+    draws' (what the mode is for), and each value of a choice axis gets its share."""
+    from scipy.stats import qmc
+
+    axes = parse_overrides(["a=interval(1,2)", "b=int(interval(3,5))",
+                            "c=tag(log,interval(1,1000))", "d=x,y,z,w"], {}, _opts).axes
+    one, two = sample_sobol(axes, 1024, seed=7), sample_sobol(axes, 1024, seed=7)
+    for key in one:
+        assert one[key].tolist() == two[key].tolist()
+    assert sample_sobol(axes, 8, seed=8)["a"].tolist() != one["a"][:8].tolist()
+    assert one["a"].min() >= 1 and one["a"].max() < 2
+    assert sorted(set(one["b"].tolist())) == [3, 4, 5] and one["b"].dtype == np.int64
+    assert 0.30 < float(np.mean(one["c"] < 10)) < 0.37  # a third of the log range, evenly
+    counts = {v: int(np.sum(one["d"] == v)) for v in "xyzw"}
+    assert counts == dict.fromkeys("xyzw", 256)  # 1,024 points: exactly a quarter each
+    two_d = parse_overrides(["p=interval(0,1)", "q=interval(0,1)"], {}, _opts).axes
+    sobol = sample_sobol(two_d, 1024, seed=1)
+    rand = sample_random(two_d, 1024, seed=1)
+    disc = [qmc.discrepancy(np.column_stack([c["p"], c["q"]]), method="L2-star")
+            for c in (sobol, rand)]
+    assert disc[0] < 0.25 * disc[1]
+    with warnings.catch_warnings():  # a count that is not a power of two: no warning
+        warnings.simplefilter("error")
+        assert sample_sobol(two_d, 1000, seed=1)["p"].shape == (1000,)
 
 
 def test_shuffle_permutes_with_the_seed():
