@@ -79,11 +79,7 @@ def copy_with_leaves(spec: Any, names: list[str], values: tuple[Any, ...]) -> An
     """A copy of the sub-spec ``spec`` with its float fields ``names`` set to ``values`` (as
     floats, as ``set_path`` converts a whole number for a float field), without running its
     checks: for values :func:`valid_in_ranges` accepted."""
-    obj = object.__new__(type(spec))
-    obj.__dict__.update(spec.__dict__)
-    for name, value in zip(names, values, strict=True):
-        obj.__dict__[name] = float(value)
-    return obj
+    return with_fields(spec, {name: float(value) for name, value in zip(names, values, strict=True)})
 
 
 def with_fields(base: Any, fields: dict[str, Any]) -> Any:

@@ -385,7 +385,8 @@ class _Derived:
     def __call__(self, extra: tuple[str, ...]) -> DictConfig | dict[str, Any] | None:
         others, values = split_value_overrides(extra)
         items = value_items(values) if not others and self.plain is not None else None
-        if items is not None and self.plain is not None:
+        if items is not None:
+            assert self.plain is not None
             sections = sections_with(self.plain, items)
             if sections is not None:
                 validate_config(sections, {key.split(".")[0] for key, _ in items})
