@@ -235,6 +235,10 @@ def sample_sobol(axes: Sequence[Axis], num_points: int, seed: int) -> dict[str, 
     check_number("sweep.num_points", num_points, lo=1, hi=limit("points"), integer=True)
     if not axes:
         return {}
+    if len(axes) > qmc.Sobol.MAXDIM:
+        raise InputError("sweep.axes", len(axes), f"sobol mode takes at most {qmc.Sobol.MAXDIM} "
+                         "axes (the dimensions of scipy's Sobol' direction numbers): use "
+                         "sweep.mode=random")
     sampler = qmc.Sobol(d=len(axes), scramble=True, seed=seed)
     with warnings.catch_warnings():  # a count that is not a power of two is allowed (documented)
         warnings.filterwarnings("ignore", message=".*balance properties of Sobol", category=UserWarning)

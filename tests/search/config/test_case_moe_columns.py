@@ -27,3 +27,11 @@ def test_expert_parallelism_without_an_expert_count_names_the_missing_column():
     out = predict(ROW)
     assert out["status"] == "error"
     assert out["error"].startswith("num_experts=") and "ep=8" in out["error"]
+
+
+def test_expert_columns_that_are_not_valid_counts_name_the_column():
+    for value, key in (("eight", "num_experts"), ("0", "workload.num_experts")):
+        out = predict({**ROW, "num_experts": value, "top_k": "2"})
+        assert out["status"] == "error" and out["error"].startswith(key + "="), out["error"]
+    out = predict({**ROW, "num_experts": "8", "top_k": "9"})  # more experts per token than exist
+    assert out["status"] == "error" and out["error"].startswith("workload.top_k="), out["error"]

@@ -80,6 +80,23 @@ def test_sobol_mode_is_seeded_maps_every_axis_kind_and_covers_evenly():
         assert sample_sobol(two_d, 1000, seed=1)["p"].shape == (1000,)
 
 
+def test_sobol_mode_refuses_a_bad_count_or_more_axes_than_its_dimensions():
+    from scipy.stats import qmc
+
+    from search.sweep.space import Axis
+
+    axes = parse_overrides(["p=interval(0,1)"], {}, _opts).axes
+    for count in (0, -4, 2.5):
+        with pytest.raises(InputError) as err:
+            sample_sobol(axes, count, seed=0)  # type: ignore[arg-type]
+        assert err.value.key == "sweep.num_points"
+    many = [Axis(key=f"a{i}", expr="interval(0,1)", low=0.0, high=1.0)
+            for i in range(qmc.Sobol.MAXDIM + 1)]
+    with pytest.raises(InputError) as err:
+        sample_sobol(many, 8, seed=0)
+    assert err.value.key == "sweep.axes" and "sweep.mode=random" in err.value.rule
+
+
 def test_shuffle_permutes_with_the_seed():
     a = parse_overrides(["x=shuffle(1,2,3,4,5,6,7,8)"], {}, _opts, seed=1).axes[0].values
     b = parse_overrides(["x=shuffle(1,2,3,4,5,6,7,8)"], {}, _opts, seed=1).axes[0].values
