@@ -404,7 +404,7 @@ class _Derived:
 
 #: points hashed at a time: the texts of a chunk are made and dropped before the next, so a
 #: sweep of millions of points does not hold every text at once (2,000,000 random interval
-#: points: max RSS 649 -> 309 MiB, the same hashes)
+#: points: max RSS after planning 686 -> 351 MiB, the same hashes; scripts/bench_continuous.py)
 _HASH_CHUNK = 1 << 18
 
 
