@@ -51,7 +51,8 @@ __all__ = ["AUTO_BATCH_MAX", "AUTO_BATCH_MIN", "SweepOutcome", "guided_batch_siz
 #: Above ~2,048 points a batch no longer evaluates faster (GPT-3 175B / 1,024 GPUs, one process,
 #: one BLAS thread: ~15,600 points/s in batches of 64, ~26,400 in 256, ~35,000 in 1,024,
 #: 34,600-43,200 in 2,048 to 8,192, within noise of each other), and the engine's tiles keep
-#: its memory flat (max RSS 122 MiB at 2,048, 129 MiB at 8,192). What a larger batch still
+#: its memory flat (max RSS 122 MiB at 2,048, 129 MiB at 8,192; a one-off script, 49,152
+#: points per size, two runs each). What a larger batch still
 #: saves is the driver's work per batch (Ray's submit, wait and get, the frame): the driver of
 #: the 112,896-point GPT-3 grid ingests ~718,000 points per CPU second with a ceiling of 8,192
 #: against ~449,000 with 2,048 (``scripts/bench_sweep.py``), the workers one driver keeps fed.
