@@ -135,6 +135,13 @@ class RunBuilder:
             self.num_templates = max(self.num_templates, max(key) + 1)
         return uid
 
+    def single_unit(self, template: int) -> int:
+        """Id of the unit of the one op ``template``."""
+        unit = self._single.get(template)
+        if unit is None:
+            unit = self._single[template] = self.unit((template,))
+        return unit
+
     def last_id(self, res: int) -> int | None:
         """Id of the last op issued on resource ``res`` (None: none yet)."""
         return self._last_id[res] if self._last[res] >= 0 else None
@@ -183,9 +190,7 @@ class RunBuilder:
     def node(self, resources: Sequence[int], template: int, deps: Sequence[int], stage: int,
              node_id: int | None = None) -> int:
         """Issue one op; on several resources it heads its own chain and no op continues it."""
-        unit = self._single.get(template)
-        if unit is None:
-            unit = self._single[template] = self.unit((template,))
+        unit = self.single_unit(template)
         if len(resources) == 1:
             return self.run(resources[0], unit, 1, deps, stage, node_id)
         prev = [self._last_id[r] for r in resources if self._last[r] >= 0]

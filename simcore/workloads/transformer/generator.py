@@ -57,6 +57,7 @@ from simcore.workloads.pipeline import (
 )
 from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
 from simcore.workloads.transformer.layers import LayerOps, Step, build_layer_ops
+from simcore.workloads.transformer.replay import PREV, PassRecorder, RecordedPass, replay
 from simcore.workloads.transformer.spec import ModelSpec
 
 __all__ = ["TP_OVERLAP_CHUNKS", "RunEmitter", "TransformerWorkload", "bf16_optimizer_path",
@@ -430,6 +431,7 @@ class _RunGenerator(_Generator):
         self.bwd_unit = self._unit(lo.recompute + lo.bwd)
         self._send_unit = self.rb.unit((self.p2p_tmpl,))
         self._links: dict[tuple[int, int], int] = {}
+        self.replayed = 0  # passes issued by :meth:`_replayed`
 
     def _unit(self, steps: tuple[Step, ...]) -> int | None:
         return _unit_of(self.rb, steps, self.par.tp_comm_overlap)
@@ -697,26 +699,81 @@ class _RunGenerator(_Generator):
         gathers one by one."""
         lo, p = self.lops, self.par
         units = (self.fwd_unit, self.bwd_unit, self._unit(lo.head_fwd), self._unit(lo.head_bwd))
-        if p.zero_stage == 3 or any(u is None for u in units):
+        if p.zero_stage == 3:
             return super()._passes(e, dp)
         assert isinstance(e, RunEmitter)
         fwd, mb, chunk = stage_program_arrays(e.stage, p.pp, p.vp, self.m)
         special = []  # the first forward of each chunk with gathers pending
         for c in sorted({c for c, _ in self.gathers}):
             special.append(int(np.flatnonzero(fwd & (chunk == c))[0]))
+        plain = all(u is not None for u in units)
         grads: list[int] = []
         n_reduce = 0
         lo_i = 0
-        for i in sorted(special):
-            got, n = self._regular(e, fwd[lo_i:i], mb[lo_i:i], chunk[lo_i:i], units, dp)
+        for i in [*sorted(special), fwd.size]:
+            part = (fwd[lo_i:i], mb[lo_i:i], chunk[lo_i:i])
+            got, n = (self._regular(e, *part, units, dp) if plain
+                      else self._replayed(e, *part, dp))
             grads += got
             n_reduce += n
-            self._forward(e, PipeOp(True, int(mb[i]), int(chunk[i])),
-                          int(chunk[i]) * p.pp + e.stage, dp)
+            if i < fwd.size:
+                self._forward(e, PipeOp(True, int(mb[i]), int(chunk[i])),
+                              int(chunk[i]) * p.pp + e.stage, dp)
             lo_i = i + 1
-        got, n = self._regular(e, fwd[lo_i:], mb[lo_i:], chunk[lo_i:], units, dp)
         alive = np.cumsum(np.where(fwd, 1, -1))
-        return grads + got, n_reduce + n, int(max(0, alive.max(initial=0)))
+        return grads, n_reduce, int(max(0, alive.max(initial=0)))
+
+    def _replayed(self, e: RunEmitter, fwd: NDArray[np.bool_], mb: NDArray[np.int64],
+                  chunk: NDArray[np.int64], dp: Stream) -> tuple[list[int], int]:
+        """Passes whose ops are not plain runs (TP overlap pieces, CP rings), as
+        :meth:`_forward` and :meth:`_backward` emit them one by one: the first pass of each
+        kind recorded, all replayed at once (:mod:`simcore.workloads.transformer.replay`).
+        Returns (reduction ids, reductions left for after the flush)."""
+        k = int(fwd.size)
+        if k == 0:
+            return [], 0
+        p, s = self.par, e.stage
+        v = chunk * p.pp + s
+        reduces = ~fwd & ((p.zero_stage >= 2) | (mb == self.m - 1))
+        has_prev = np.ones(k, dtype=bool)
+        has_prev[0] = e.last is not None
+        key = ((v * 2 + fwd) * 2 + reduces) * 2 + has_prev
+        _, first, kind_of = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(first)  # kinds recorded in program order (templates, units)
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        kinds = [self._record(e.stage, PipeOp(bool(fwd[i]), int(mb[i]), int(chunk[i])),
+                              bool(has_prev[i]), dp) for i in first[order].tolist()]
+        _, outputs = replay(self.rb, kinds, rank[kind_of.reshape(-1)], mb, self.V, e.last)
+        self.replayed += k
+        e.last = self.rb.last_id(e.compute_res)
+        grads = outputs.tolist()
+        if p.dp_overlap:
+            return grads, len(grads)
+        layers = np.asarray(self.chunk_layers, dtype=np.int64)[v]
+        return grads, int(layers[reduces].sum())
+
+    def _record(self, s: int, op: PipeOp, has_prev: bool, dp: Stream) -> RecordedPass:
+        """Pass ``op`` of stage ``s`` as :meth:`_forward` / :meth:`_backward` emit it,
+        recorded (``has_prev``: an op precedes it on the compute stream)."""
+        v = op.chunk * self.par.pp + s
+        if op.forward:
+            recv = self.send_id(True, op.micro_batch, v - 1) if v > 0 else None
+        else:
+            recv = self.send_id(False, op.micro_batch, v + 1) if v < self.V - 1 else None
+        rec = PassRecorder(self.rb, op.micro_batch, recv,
+                           self.send_id(op.forward, op.micro_batch, v))
+        e = RunEmitter(cast(RunBuilder, rec), s, self.par.vp, self.ops)
+        e.last = PREV if has_prev else None
+        rb, links = self.rb, self._links
+        self.rb, self._links = cast(RunBuilder, rec), {}
+        try:
+            out = [] if op.forward else self._backward(e, op, v, dp)
+            if op.forward:
+                self._forward(e, op, v, dp)
+        finally:
+            self.rb, self._links = rb, links
+        return rec.finish(e.compute, out)
 
     def _regular(self, e: RunEmitter, fwd: NDArray[np.bool_], mb: NDArray[np.int64],
                  chunk: NDArray[np.int64], units: tuple[int | None, ...], dp: Stream

@@ -76,6 +76,25 @@ PLANS = [
     (DENSE, 32, ParallelSpec(tp=2, pp=2, global_batch=16, precision="fp16",
                              grad_accumulation_fusion=False, zero_stage=1, dp_overlap=False)),
     (DENSE, 8, ParallelSpec(tp=4, pp=2, global_batch=2)),
+    # passes recorded once per kind and replayed (TP overlap pieces, CP rings): interleaving
+    # with ZeRO-1 gathers before the first forwards, recompute blocks, reductions every
+    # micro-batch (ZeRO-2) or after the flush, uneven stages, MoE, CP with TP overlap, pp 1
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=3, global_batch=32, sequence_parallel=True,
+                             recompute="selective", zero_stage=1, tp_comm_overlap=True)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, global_batch=16, recompute="full", zero_stage=1,
+                             dp_overlap=False, tp_comm_overlap=True)),
+    (DENSE, 32, ParallelSpec(tp=4, pp=2, vp=2, global_batch=16, sequence_parallel=True,
+                             zero_stage=2, tp_comm_overlap=True)),
+    (DENSE, 64, ParallelSpec(tp=2, cp=2, pp=2, vp=2, global_batch=16, sequence_parallel=True,
+                             recompute="selective", tp_comm_overlap=True)),
+    (DENSE, 32, ParallelSpec(tp=2, cp=2, pp=4, global_batch=24, zero_stage=1,
+                             dp_overlap=False, recompute="full")),
+    (DENSE, 40, ParallelSpec(tp=2, pp=5, global_batch=20, first_stage_layers=1,
+                             last_stage_layers=3, tp_comm_overlap=True)),
+    (MOE, 32, ParallelSpec(tp=2, pp=2, ep=4, global_batch=16, sequence_parallel=True,
+                           zero_stage=1, tp_comm_overlap=True)),
+    (DENSE, 8, ParallelSpec(tp=8, pp=1, global_batch=16, zero_stage=1, tp_comm_overlap=True)),
+    (DENSE, 8, ParallelSpec(tp=4, pp=2, global_batch=2, tp_comm_overlap=True)),
 ]
 
 
@@ -194,6 +213,24 @@ def test_plans_without_zero3_tp_overlap_or_cp_are_one_batch(model: ModelSpec, gp
     gen.emit_plan()
     per_stage = par.zero_stage == 3 or par.tp_comm_overlap or par.cp > 1
     assert gen.path == ("per-stage" if per_stage else "batched")
+
+
+@pytest.mark.parametrize(("model", "gpus", "plan"), PLANS, ids=[f"p{i}" for i in range(len(PLANS))])
+def test_tp_overlap_and_cp_passes_are_replayed(model: ModelSpec, gpus: int,
+                                               plan: ParallelSpec) -> None:
+    """Every pass of a per-stage plan without ZeRO-3 is replayed from its kind's recording,
+    except the first forward of each chunk that waits for ZeRO-1/2 parameter gathers."""
+    system = SystemSpec(num_gpus=gpus)
+    par, reason = check_structure(model, plan, system)
+    assert par is not None, reason
+    gen = _RunGenerator(model, par, system.gpus_per_node)
+    gen.emit_plan()
+    if gen.path == "batched" or par.zero_stage == 3:
+        assert gen.replayed == 0
+        return
+    passes = 2 * par.num_micro_batches * par.vp * par.pp
+    gathered = (par.zero_stage in (1, 2) or par.bf16_optimizer) and par.dp_overlap
+    assert gen.replayed == passes - (par.vp * par.pp if gathered else 0)
 
 
 def test_compiled_condensed_workload_pickles_with_its_nodes() -> None:

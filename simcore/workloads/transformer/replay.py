@@ -1,0 +1,222 @@
+"""Passes recorded once per kind, then every pass of a stage issued at once with numpy.
+
+Model: a pipeline stage's program (1F1B or interleaved; Narayanan et al. 2021) is a sequence
+of passes, and passes of one *kind* (forward or backward of one virtual stage, reducing
+gradients or not, with or without an op before it on the stage's compute stream) issue the
+same ops on the same streams with the same dependencies. Only three ids move from pass to
+pass: the send the pass issues, the send it waits for (both numbered by micro-batch:
+:meth:`~simcore.workloads.transformer.generator._Generator.send_id`) and the op before it on
+the compute stream. Plans with TP communication overlap (every GEMM and TP collective cut
+into pieces pipelined across the compute and tp streams, Megatron-LM's ``tp_comm_overlap``)
+or a context-parallel ring of KV blocks (Liu et al. 2023) issue dozens of ops per layer: GPT-3
+175B at tp 8, pp 8 and 192 micro-batches issues ~600,000, one Python call each.
+
+:class:`PassRecorder` stands in for the :class:`~simcore.ir.runs.RunBuilder` while the
+generator's own code emits the first pass of each kind; :func:`replay` then issues all passes
+of a stretch of the program in one :meth:`~simcore.ir.runs.RunBuilder.runs` call: row for row
+the calls that emitting them one by one makes (same ops, order, dependencies, explicit ids and
+stream creation order), so the condensed graph and everything evaluated from it are the same
+(``tests/simcore/workloads/transformer/test_condensed.py`` compares both with the
+node-by-node build, bit for bit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simcore.ir.runs import RunBuilder
+from simcore.ir.streams import Stream
+
+__all__ = ["PREV", "PassRecorder", "RecordedPass", "replay"]
+
+IntArray = NDArray[np.int64]
+
+#: the id a recorded pass sees for the op before it on the compute stream
+PREV = -2
+_ROW0 = -(1 << 30)  # recorded op k answers the id _ROW0 - k
+_LOCAL, _PREV, _RECV = 0, 1, 2  # what a recorded dependency names
+
+
+@dataclass(frozen=True, eq=False)
+class RecordedPass:
+    """The ops of one pass, in issue order, with dependencies relative to the pass.
+
+    Attributes:
+        streams: (n,) stream of each op.
+        unit, repeat, stage: (n,) each op's run unit, repeat count and ``stage`` attribute.
+        dep_ptr: (n+1,) CSR offsets of each op's dependencies in ``dep_code``/``dep_op``.
+        dep_code: what each dependency names: an op of the pass (``dep_op``), the op before
+            the pass on the compute stream, or the send the pass waits for.
+        dep_op: the op of the pass a dependency names (else 0).
+        sends: (n,) the op is the pass's send (explicit id :attr:`send`).
+        on_compute: (n,) the op is on the stage's compute stream.
+        outputs: ops whose ids the pass's code returned (gradient reductions), in order.
+        micro_batch: the recorded pass's micro-batch.
+        recv, send: the recorded pass's received and issued send ids (-1: none).
+    """
+
+    streams: tuple[Stream, ...]
+    unit: IntArray
+    repeat: IntArray
+    stage: IntArray
+    dep_ptr: IntArray
+    dep_code: IntArray
+    dep_op: IntArray
+    sends: NDArray[np.bool_]
+    on_compute: NDArray[np.bool_]
+    outputs: IntArray
+    micro_batch: int
+    recv: int
+    send: int
+
+
+class PassRecorder:
+    """The part of :class:`~simcore.ir.runs.RunBuilder` a generator's pass code calls
+    (``stream``, ``unit``, ``run``, ``node``), recording instead of building. Units are
+    interned in the real builder (the pass's code creates them as it would); streams stay
+    private until :func:`replay` creates them in issue order."""
+
+    def __init__(self, rb: RunBuilder, micro_batch: int, recv: int | None, send: int) -> None:
+        self._rb = rb
+        self._micro_batch = micro_batch
+        self._recv = -1 if recv is None else recv
+        self._send = send
+        self._stream_ids: dict[Stream, int] = {}
+        self._streams: list[Stream] = []
+        self._ops: list[tuple[int, int, int, int, tuple[int, ...], bool]] = []
+
+    def stream(self, stream: Stream) -> int:
+        """A private resource id for ``stream``."""
+        rid = self._stream_ids.get(stream)
+        if rid is None:
+            rid = self._stream_ids[stream] = len(self._streams)
+            self._streams.append(stream)
+        return rid
+
+    def unit(self, templates: Sequence[int]) -> int:
+        """The real builder's unit id."""
+        return self._rb.unit(templates)
+
+    def run(self, res: int, unit: int, repeat: int, deps: Sequence[int], stage: int,
+            node_id: int | None = None) -> int:
+        """Record a run; returns the id later ops of the pass name it by."""
+        if node_id is not None and node_id != self._send:
+            raise RuntimeError(f"pass replay: explicit id {node_id} is not the pass's send")
+        self._ops.append((res, unit, repeat, stage, tuple(deps), node_id is not None))
+        return node_id if node_id is not None else _ROW0 - (len(self._ops) - 1)
+
+    def node(self, resources: Sequence[int], template: int, deps: Sequence[int], stage: int,
+             node_id: int | None = None) -> int:
+        """Record a one-op run (a pass's ops each use one stream)."""
+        if len(resources) != 1:
+            raise RuntimeError("pass replay: an op on several streams")
+        return self.run(resources[0], self._rb.single_unit(template), 1, deps, stage, node_id)
+
+    def finish(self, compute: Stream, outputs: Sequence[int]) -> RecordedPass:
+        """The recorded pass (``outputs``: the ids the pass's code returned)."""
+        n = len(self._ops)
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        codes: list[int] = []
+        local: list[int] = []
+        for k, (*_, deps, _) in enumerate(self._ops):
+            for d in deps:
+                if d <= _ROW0:
+                    codes.append(_LOCAL)
+                    local.append(_ROW0 - d)
+                elif d == PREV or (d == self._recv and d >= 0):
+                    codes.append(_PREV if d == PREV else _RECV)
+                    local.append(0)
+                else:
+                    raise RuntimeError(f"pass replay: dependency {d} does not move with the pass")
+            ptr[k + 1] = len(codes)
+        if any(o > _ROW0 for o in outputs):
+            raise RuntimeError("pass replay: a returned id is not an op of the pass")
+        col = list(zip(*self._ops, strict=True)) if n else [()] * 6
+        streams = tuple(self._streams[r] for r in col[0])
+        return RecordedPass(
+            streams=streams, unit=np.asarray(col[1], dtype=np.int64),
+            repeat=np.asarray(col[2], dtype=np.int64), stage=np.asarray(col[3], dtype=np.int64),
+            dep_ptr=ptr, dep_code=np.asarray(codes, dtype=np.int64),
+            dep_op=np.asarray(local, dtype=np.int64), sends=np.asarray(col[5], dtype=bool),
+            on_compute=np.asarray([s == compute for s in streams], dtype=bool),
+            outputs=np.asarray([_ROW0 - o for o in outputs], dtype=np.int64),
+            micro_batch=self._micro_batch, recv=self._recv, send=self._send)
+
+
+def replay(rb: RunBuilder, kinds: Sequence[RecordedPass], kind_of: IntArray,
+           micro_batch: IntArray, id_step: int, last: int | None) -> tuple[IntArray, IntArray]:
+    """Issue passes ``kind_of`` (kind of each pass, in program order) on ``rb``.
+
+    Args:
+        kinds: the recorded kinds.
+        kind_of, micro_batch: (P,) each pass's kind and micro-batch.
+        id_step: how far a send id moves per micro-batch (the virtual stage count).
+        last: the compute stream's last op before the first pass (None: none).
+
+    Returns:
+        (every op's id, the ids of each pass's outputs in pass order).
+    """
+    i64 = np.int64
+    n_ops = np.asarray([k.unit.size for k in kinds], dtype=i64)
+    k_off = np.cumsum(n_ops) - n_ops
+    count = n_ops[kind_of]
+    start = np.cumsum(count) - count
+    total = int(count.sum())
+    p_of = np.repeat(np.arange(kind_of.size, dtype=i64), count)
+    src = k_off[kind_of][p_of] + np.arange(total, dtype=i64) - start[p_of]
+    shift = (micro_batch - np.asarray([k.micro_batch for k in kinds], dtype=i64)[kind_of]) \
+        * id_step
+
+    def cat(name: str) -> IntArray:
+        return np.concatenate([getattr(k, name) for k in kinds])
+
+    # streams, created in the order their first op is issued (as op-by-op emission does)
+    table: dict[Stream, int] = {}
+    kind_stream = np.asarray([table.setdefault(s, len(table)) for k in kinds for s in k.streams],
+                             dtype=i64)
+    row_stream = kind_stream[src]
+    used, first = np.unique(row_stream, return_index=True)
+    streams = list(table)
+    real = np.zeros(len(streams), dtype=i64)
+    for u in used[np.argsort(first)].tolist():
+        real[u] = rb.stream(streams[u])
+    # dependencies: the first of an op's as dep / dep_ref, the others as extra
+    dep_count = np.concatenate([np.diff(k.dep_ptr) for k in kinds])
+    dep_off = np.cumsum(dep_count) - dep_count  # each kind op's first entry in cat("dep_code")
+    n_dep = dep_count[src]
+    d_row = np.repeat(np.arange(total, dtype=i64), n_dep)
+    d_pos = np.arange(d_row.size, dtype=i64) - (np.cumsum(n_dep) - n_dep)[d_row]
+    d_entry = dep_off[src[d_row]] + d_pos
+    code, dep_op = cat("dep_code")[d_entry], cat("dep_op")[d_entry]
+    p = p_of[d_row]
+    comp = cat("on_compute")[src]
+    last_comp = np.maximum.accumulate(np.where(comp, np.arange(total, dtype=i64), -1))
+    prev_ref = np.where(start > 0, last_comp[np.maximum(start - 1, 0)], -1)
+    ref = np.where(code == _LOCAL, start[p] + dep_op, np.where(code == _PREV, prev_ref[p], -1))
+    recv = np.asarray([k.recv for k in kinds], dtype=i64)[kind_of]
+    if ((code == _PREV) & (ref < 0)).any() and last is None:
+        raise RuntimeError("pass replay: a pass waits for an op before the first, and none is")
+    ids_of = np.where(code == _RECV, recv[p] + shift[p],
+                      np.where(code == _PREV, -1 if last is None else last, -1))
+    head = d_pos == 0
+    dep = np.full(total, -1, dtype=i64)
+    dep_ref = np.full(total, -1, dtype=i64)
+    dep[d_row[head]] = ids_of[head]
+    dep_ref[d_row[head]] = ref[head]
+    more = ~head
+    extra = (d_row[more], ref[more], ids_of[more]) if more.any() else None
+    send = np.asarray([k.send for k in kinds], dtype=i64)[kind_of]
+    node_id = np.where(cat("sends")[src], send[p_of] + shift[p_of], -1)
+    ids = rb.runs(real[row_stream], cat("unit")[src], cat("repeat")[src], dep, dep_ref, node_id,
+                  cat("stage")[src], extra)
+    n_out = np.asarray([k.outputs.size for k in kinds], dtype=i64)
+    o_off = np.cumsum(n_out) - n_out
+    o_count = n_out[kind_of]
+    o_pass = np.repeat(np.arange(kind_of.size, dtype=i64), o_count)
+    o_pos = np.arange(o_pass.size, dtype=i64) - (np.cumsum(o_count) - o_count)[o_pass]
+    out_rows = start[o_pass] + cat("outputs")[o_off[kind_of][o_pass] + o_pos]
+    return ids, ids[out_rows]
