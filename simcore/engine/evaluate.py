@@ -187,7 +187,8 @@ def _compile_condensed(workload: Workload, cg: CondensedGraph,
                        node_level: Callable[[], NodeLevel]) -> CompiledWorkload:
     """:func:`compile_workload` from a graph built condensed (:mod:`simcore.ir.runs`): the same
     arrays, numbered the same way, without a node-level pass (built on first use)."""
-    plan = plan_from_chains(cg.pred_ptr, cg.pred_seg, cg.seg_chain, cg.chain_seg_ptr, node_level)
+    plan = plan_from_chains(cg.pred_ptr, cg.pred_seg, cg.seg_chain, cg.chain_seg_ptr, node_level,
+                            cg.chain_stream)
     u = len(workload.ops.templates)
     kind_of_t = np.asarray(workload.ops.template_kind, dtype=np.int64)
     p = workload.num_stages

@@ -372,6 +372,8 @@ class LevelSchedule:
             None: a cycle is reported by :meth:`of` returning None.
         recurring: set when another plan found this DAG in the cache: its single points are
             then scheduled on the compiled levels too (compiled once, reused by every plan).
+        min_levels: a lower bound on the number of levels (0: none known): the most chains
+            of one stream (each chain waits for the one before it on its stream).
     """
 
     def __init__(self, cptr: IntArray, pred_seg: IntArray, pred_chain: IntArray, c: int,
@@ -380,6 +382,7 @@ class LevelSchedule:
         self.cptr, self.pred_seg, self.pred_chain, self.c = cptr, pred_seg, pred_chain, c
         self.on_cycle = on_cycle
         self.recurring = False  # another plan has the same DAG (its levels pay off)
+        self.min_levels = 0  # a lower bound on the depth known without computing it
         self._depth = depth
         self._compiled: tuple[tuple[_Level, ...], tuple[Step, ...], IntArray] | None = None
 
@@ -478,6 +481,13 @@ def chain_starts_one(sched: LevelSchedule, seg_end: list[float]) -> list[float]:
 # ~100 predecessors per level) schedule one point faster on their levels (numpy per level)
 # than by the Python peel (per edge)
 _ONE_POINT_MAX_CHAINS = 25_000
+# ... unless the DAG is narrow: fewer edges than this per level (``min_levels``) make the
+# levels' per-level Python (compiling ~4 us, the program ~7 us, the run ~2 us per level) cost
+# more than the peel's ~0.4 us per edge. GPT-3 175B tp8 pp8 with TP overlap: 482,007 chains,
+# 1,058,044 edges, 48,042 levels (37,629 chains on one stream: 28 edges per bound level),
+# the levels 0.62 s after the depths against the peel's 0.37 s; with cp 2: 32 edges per
+# bound level; 530B at pp 35: 136 (the levels win there)
+_ONE_POINT_MAX_EDGES_PER_LEVEL = 40
 
 _LEVELS_CACHE: OrderedDict[tuple[int, bytes, bytes, bytes], LevelSchedule] = OrderedDict()
 _LEVELS_CACHE_SIZE = 32
@@ -548,10 +558,13 @@ class _NamesCycle:
 
 
 def plan_from_chains(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray,
-                     chain_seg_ptr: IntArray, nodes: Callable[[], NodeLevel]) -> SchedulePlan:
+                     chain_seg_ptr: IntArray, nodes: Callable[[], NodeLevel],
+                     chain_stream: IntArray | None = None) -> SchedulePlan:
     """A plan from an already condensed graph (:class:`simcore.ir.runs.CondensedGraph`): chain
     ``i`` waits for segments ``pred_seg[cptr[i]:cptr[i+1]]``; ``nodes`` builds the node-level
     part on first use. Equal to :func:`compile_plan` of the node graph with the same chains.
+    ``chain_stream`` (each chain's stream) bounds the depth from below
+    (:attr:`LevelSchedule.min_levels`).
 
     The DAG is checked for cycles on first use (scheduling it, its depths or levels), which
     then raises an InputError naming the cycle's nodes.
@@ -559,6 +572,8 @@ def plan_from_chains(cptr: IntArray, pred_seg: IntArray, seg_chain: IntArray,
     c = int(chain_seg_ptr.shape[0] - 1)
     sched = level_schedule_cached(cptr, pred_seg, seg_chain, c, _NamesCycle(nodes))
     assert sched is not None  # a cycle is reported on first use
+    if chain_stream is not None and chain_stream.size:
+        sched.min_levels = max(sched.min_levels, int(np.bincount(chain_stream).max()))
     return SchedulePlan(nodes=nodes, seg_chain=seg_chain, chain_seg_ptr=chain_seg_ptr,
                         schedule=sched)
 
@@ -807,8 +822,9 @@ def run_chains_by_level(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool
                           chain_dur=np.zeros((0, b)), seg_end=seg_end)
     chain_dur = seg_end[plan.chain_seg_ptr[1:] - 1]
     sched = plan.schedule
-    if (b == 1 and not (sched.is_compiled or sched.recurring) and c <= _ONE_POINT_MAX_CHAINS
-            and not np.isnan(seg_end).any()):
+    narrow = sched.pred_seg.size < _ONE_POINT_MAX_EDGES_PER_LEVEL * sched.min_levels
+    if (b == 1 and not (sched.is_compiled or sched.recurring)
+            and (c <= _ONE_POINT_MAX_CHAINS or narrow) and not np.isnan(seg_end).any()):
         # one point of a DAG seen once and never batched: chain by chain (no depths, levels
         # or workspace); a DAG that recurs (other plans share it) compiles its levels once
         starts = chain_starts_one(plan.schedule, seg_end[:, 0].tolist())

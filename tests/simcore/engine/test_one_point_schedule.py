@@ -12,11 +12,15 @@ import pytest
 from simcore import GraphBuilder, NodeKind, compile_plan
 from simcore.api import _compiled, compiled_workload
 from simcore.engine.schedule import (
+    NodeLevel,
+    SchedulePlan,
     plan_from_chains,
     run_chains,
     run_chains_by_level,
 )
 from simcore.errors import InputError
+from simcore.ir.runs import RunBuilder
+from simcore.ir.streams import Stream
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.spec import ModelSpec
@@ -106,3 +110,41 @@ def test_a_dag_shared_by_two_plans_is_scheduled_on_its_compiled_levels() -> None
     assert second.schedule is first and first.recurring  # b shares a's DAG
     run_chains(second, np.ones((second.num_segments, 1)))
     assert first.is_compiled
+
+
+def _no_node_level() -> NodeLevel:
+    raise AssertionError("scheduling never builds the nodes")
+
+
+def _condensed_plan(streams: int, rounds: int) -> SchedulePlan:
+    """``streams`` streams, each op waiting for the previous op of the next stream: every op
+    heads a chain, ``streams * rounds`` chains, ``rounds`` of them on each stream."""
+    rb = RunBuilder(num_templates=1)
+    res = [rb.stream(Stream.compute(s)) for s in range(streams)]
+    unit = rb.unit((0,))
+    for _ in range(rounds):
+        for s in range(streams):
+            prev = rb.last_id(res[(s + 1) % streams])
+            rb.run(res[s], unit, 1, () if prev is None else (prev,), s)
+    cg = rb.build()
+    return plan_from_chains(cg.pred_ptr, cg.pred_seg, cg.seg_chain, cg.chain_seg_ptr,
+                            _no_node_level, cg.chain_stream)
+
+
+@pytest.mark.parametrize(("streams", "rounds", "peel"), [(2, 13_000, True), (60, 450, False)])
+def test_one_point_of_a_large_dag_takes_the_peel_when_it_is_narrow(streams: int, rounds: int,
+                                                                   peel: bool) -> None:
+    """Above 25,000 chains one point still takes the peel when the busiest stream's chains
+    (a lower bound on the levels) leave fewer than 40 edges per level: 2 streams ping-ponging
+    (~4 edges per bound level) take it, 60 streams side by side (~120) take the levels; both
+    give the level loop's starts."""
+    from simcore.engine import schedule
+
+    schedule._LEVELS_CACHE.clear()
+    plan = _condensed_plan(streams, rounds)
+    assert plan.num_chains > schedule._ONE_POINT_MAX_CHAINS
+    assert plan.schedule.min_levels == rounds
+    seg = np.random.default_rng(5).uniform(0.1, 1.0, size=(plan.num_segments, 1))
+    got = run_chains(plan, seg)
+    assert plan.schedule.is_compiled is not peel
+    np.testing.assert_array_equal(got.chain_start, _reference(plan, seg))
