@@ -1,8 +1,11 @@
 """Benchmark of cold structures: how long a *new* parallelization plan takes to evaluate.
 
-Two cases: GPT-3 175B on 1,024 A100s and Megatron-Turing NLG 530B (105 layers, h=20480, 128 heads;
-Smith et al. 2022) on 2,240 A100s. For each, N distinct plans (tp, pp, vp, micro-batch, recompute,
-ZeRO stage, sequence parallelism, uneven first/last stages) are drawn with a fixed seed; each is
+Three cases: GPT-3 175B on 1,024 A100s, Megatron-Turing NLG 530B (105 layers, h=20480, 128 heads;
+Smith et al. 2022) on 2,240 A100s, and GPT-3 175B again with Megatron-LM's TP communication
+overlap on and context parallelism 1 or 2 (``gpt3_overlap``: plans whose passes issue dozens of
+ops per layer, replayed per kind of pass). For each, N distinct plans (tp, pp, vp, micro-batch,
+recompute, ZeRO stage, sequence parallelism, uneven first/last stages) are drawn with a fixed
+seed; each is
 evaluated cold in one process (structure cache cleared, one design point: graph generation +
 compile + evaluation), and the median, p90 (wall and CPU time: ``time.process_time`` is
 steadier on a shared machine) and plans/s are reported. The same plans are evaluated
@@ -37,27 +40,30 @@ MTNLG = ModelSpec(name="mt_nlg_530b", num_layers=105, hidden_size=20480, num_hea
                   seq_len=2048, vocab_size=51200)
 CASES = {
     "gpt3": ("GPT-3 175B, 1,024 GPUs", GPT3, 1024, 1536,
-             {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2)}),
+             {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2)}, {}),
     "530b": ("MT-NLG 530B, 2,240 GPUs", MTNLG, 2240, 1920,
-             {"tp": (8,), "pp": (35, 7, 5, 14), "vp": (1, 3), "mb": (1, 2)}),
+             {"tp": (8,), "pp": (35, 7, 5, 14), "vp": (1, 3), "mb": (1, 2)}, {}),
+    "gpt3_overlap": ("GPT-3 175B, TP overlap, CP 1-2", GPT3, 1024, 1536,
+                     {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2),
+                      "cp": (1, 2)}, {"tp_comm_overlap": True}),
 }
 
 
 def plans(case: str, n: int, seed: int = 0) -> list[ParallelSpec]:
     """``n`` distinct valid plans of ``case`` in a seeded random order."""
-    _, model, gpus, gb, axes = CASES[case]
+    _, model, gpus, gb, axes, fixed = CASES[case]
     system = SystemSpec(num_gpus=gpus)
     grid = list(itertools.product(axes["tp"], axes["pp"], axes["vp"], axes["mb"],
                                   ("none", "selective", "full"), (0, 1, 2), (True, False),
-                                  (None, 1)))
+                                  (None, 1), axes.get("cp", (1,))))
     rng = np.random.default_rng(seed)
     out: list[ParallelSpec] = []
     for i in rng.permutation(len(grid)).tolist():
-        tp, pp, vp, mb, rc, zero, sp, first = grid[i]
-        par = ParallelSpec(tp=tp, pp=pp, vp=vp, micro_batch=mb, global_batch=gb,
+        tp, pp, vp, mb, rc, zero, sp, first, cp = grid[i]
+        par = ParallelSpec(tp=tp, pp=pp, vp=vp, cp=cp, micro_batch=mb, global_batch=gb,
                            recompute=rc, zero_stage=zero, sequence_parallel=sp,
                            first_stage_layers=None if first is None or vp > 1 else
-                           max(1, model.num_layers // pp - 1))
+                           max(1, model.num_layers // pp - 1), **fixed)
         resolved, _ = check_structure(model, par, system)
         if resolved is not None:
             out.append(par)
@@ -72,7 +78,7 @@ def worker(case: str, n: int, shared: bool = True) -> list[tuple[float, float, f
     DAG equals an earlier one's reuses its schedule otherwise)."""
     from simcore.engine import schedule
     levels_cache = getattr(schedule, "_LEVELS_CACHE", None)
-    _, model, gpus, _, _ = CASES[case]
+    _, model, gpus, _, _, _ = CASES[case]
     system = SystemSpec(num_gpus=gpus)
     simulate_batch(GPT3, ParallelSpec(tp=8, pp=8, global_batch=64), [SystemSpec(num_gpus=64)])
     out = []
