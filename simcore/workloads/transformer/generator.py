@@ -57,7 +57,13 @@ from simcore.workloads.pipeline import (
 )
 from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
 from simcore.workloads.transformer.layers import LayerOps, Step, build_layer_ops
-from simcore.workloads.transformer.replay import PREV, PassRecorder, RecordedPass, replay
+from simcore.workloads.transformer.replay import (
+    MARKS,
+    PREV,
+    PassRecorder,
+    RecordedPass,
+    replay,
+)
 from simcore.workloads.transformer.spec import ModelSpec
 
 __all__ = ["TP_OVERLAP_CHUNKS", "RunEmitter", "TransformerWorkload", "bf16_optimizer_path",
@@ -418,10 +424,10 @@ class _RunGenerator(_Generator):
     anything else (ZeRO-3 gathers, TP overlap pieces, CP rings, per-layer gradient reductions)
     goes node by node through the same code as :class:`_Generator`. A plan without ZeRO-3, TP
     overlap or CP is emitted whole by :meth:`_plan_batch`; the per-stage run emission
-    (:meth:`_passes`, :meth:`_regular`, :meth:`_forward`, :meth:`_backward`) then only runs
-    when :meth:`plan_batched` is overridden (the tests' reference for the one batch), since
-    the plans left to :meth:`stage` are ZeRO-3 or have no plain pass units, both handed to
-    :class:`_Generator`'s code by those methods."""
+    (:meth:`_passes`, :meth:`_regular`) then only runs when :meth:`plan_batched` is
+    overridden (the tests' reference for the one batch). The plans left to :meth:`stage`
+    (ZeRO-3, or passes that are not plain runs) have their passes recorded once per kind
+    through that node-by-node code and replayed (:meth:`_replayed`)."""
 
     def __init__(self, model: ModelSpec, par: ParallelSpec, gpus_per_node: int) -> None:
         super().__init__(model, par, gpus_per_node)
@@ -699,14 +705,12 @@ class _RunGenerator(_Generator):
         gathers one by one."""
         lo, p = self.lops, self.par
         units = (self.fwd_unit, self.bwd_unit, self._unit(lo.head_fwd), self._unit(lo.head_bwd))
-        if p.zero_stage == 3:
-            return super()._passes(e, dp)
         assert isinstance(e, RunEmitter)
         fwd, mb, chunk = stage_program_arrays(e.stage, p.pp, p.vp, self.m)
         special = []  # the first forward of each chunk with gathers pending
         for c in sorted({c for c, _ in self.gathers}):
             special.append(int(np.flatnonzero(fwd & (chunk == c))[0]))
-        plain = all(u is not None for u in units)
+        plain = p.zero_stage != 3 and all(u is not None for u in units)
         grads: list[int] = []
         n_reduce = 0
         lo_i = 0
@@ -725,10 +729,11 @@ class _RunGenerator(_Generator):
 
     def _replayed(self, e: RunEmitter, fwd: NDArray[np.bool_], mb: NDArray[np.int64],
                   chunk: NDArray[np.int64], dp: Stream) -> tuple[list[int], int]:
-        """Passes whose ops are not plain runs (TP overlap pieces, CP rings), as
-        :meth:`_forward` and :meth:`_backward` emit them one by one: the first pass of each
-        kind recorded, all replayed at once (:mod:`simcore.workloads.transformer.replay`).
-        Returns (reduction ids, reductions left for after the flush)."""
+        """Passes whose ops are not plain runs (TP overlap pieces, CP rings, ZeRO-3's
+        per-layer gathers), as :meth:`_forward` and :meth:`_backward` emit them one by one: the
+        first pass of each kind recorded, all replayed at once
+        (:mod:`simcore.workloads.transformer.replay`). Returns (reduction ids, reductions left
+        for after the flush)."""
         k = int(fwd.size)
         if k == 0:
             return [], 0
@@ -737,25 +742,35 @@ class _RunGenerator(_Generator):
         reduces = ~fwd & ((p.zero_stage >= 2) | (mb == self.m - 1))
         has_prev = np.ones(k, dtype=bool)
         has_prev[0] = e.last is not None
-        key = ((v * 2 + fwd) * 2 + reduces) * 2 + has_prev
+        # ZeRO-3: how many layer ends before the pass its gathers may wait for (each pass
+        # marks the end of each of its layers)
+        back = (2 if p.dp_overlap else 1) if p.zero_stage == 3 else 0
+        layers = np.asarray(self.chunk_layers, dtype=np.int64)[v]
+        marks = np.minimum(len(e.marks) + np.cumsum(layers) - layers, back)
+        key = (((v * 2 + fwd) * 2 + reduces) * 2 + has_prev) * 3 + marks
         _, first, kind_of = np.unique(key, return_index=True, return_inverse=True)
         order = np.argsort(first)  # kinds recorded in program order (templates, units)
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
         kinds = [self._record(e.stage, PipeOp(bool(fwd[i]), int(mb[i]), int(chunk[i])),
-                              bool(has_prev[i]), dp) for i in first[order].tolist()]
-        _, outputs = replay(self.rb, kinds, rank[kind_of.reshape(-1)], mb, self.V, e.last)
+                              bool(has_prev[i]), int(marks[i]), dp)
+                 for i in first[order].tolist()]
+        _, outputs, new_marks = replay(self.rb, kinds, rank[kind_of.reshape(-1)], mb, self.V,
+                                       e.last, [m for m in e.marks[-back:] if m is not None]
+                                       if back else [])
         self.replayed += k
         e.last = self.rb.last_id(e.compute_res)
+        e.marks += new_marks.tolist()
         grads = outputs.tolist()
         if p.dp_overlap:
             return grads, len(grads)
-        layers = np.asarray(self.chunk_layers, dtype=np.int64)[v]
         return grads, int(layers[reduces].sum())
 
-    def _record(self, s: int, op: PipeOp, has_prev: bool, dp: Stream) -> RecordedPass:
+    def _record(self, s: int, op: PipeOp, has_prev: bool, marks: int, dp: Stream
+                ) -> RecordedPass:
         """Pass ``op`` of stage ``s`` as :meth:`_forward` / :meth:`_backward` emit it,
-        recorded (``has_prev``: an op precedes it on the compute stream)."""
+        recorded (``has_prev``: an op precedes it on the compute stream; ``marks``: layer
+        ends before it that it may wait for)."""
         v = op.chunk * self.par.pp + s
         if op.forward:
             recv = self.send_id(True, op.micro_batch, v - 1) if v > 0 else None
@@ -765,6 +780,7 @@ class _RunGenerator(_Generator):
                            self.send_id(op.forward, op.micro_batch, v))
         e = RunEmitter(cast(RunBuilder, rec), s, self.par.vp, self.ops)
         e.last = PREV if has_prev else None
+        e.marks = list(MARKS[:marks][::-1])
         rb, links = self.rb, self._links
         self.rb, self._links = cast(RunBuilder, rec), {}
         try:
@@ -773,7 +789,7 @@ class _RunGenerator(_Generator):
                 self._forward(e, op, v, dp)
         finally:
             self.rb, self._links = rb, links
-        return rec.finish(e.compute, out)
+        return rec.finish(e.compute, out, e.marks)
 
     def _regular(self, e: RunEmitter, fwd: NDArray[np.bool_], mb: NDArray[np.int64],
                  chunk: NDArray[np.int64], units: tuple[int | None, ...], dp: Stream

@@ -5,8 +5,9 @@ of passes, and passes of one *kind* (forward or backward of one virtual stage, r
 gradients or not, with or without an op before it on the stage's compute stream) issue the
 same ops on the same streams with the same dependencies. Only three ids move from pass to
 pass: the send the pass issues, the send it waits for (both numbered by micro-batch:
-:meth:`~simcore.workloads.transformer.generator._Generator.send_id`) and the op before it on
-the compute stream. Plans with TP communication overlap (every GEMM and TP collective cut
+:meth:`~simcore.workloads.transformer.generator._Generator.send_id`), the op before it on
+the compute stream, and with ZeRO-3 the last layer ends of the passes before it (a layer's
+parameter gather waits for the end of the layer one or two before it). Plans with TP communication overlap (every GEMM and TP collective cut
 into pieces pipelined across the compute and tp streams, Megatron-LM's ``tp_comm_overlap``)
 or a context-parallel ring of KV blocks (Liu et al. 2023) issue dozens of ops per layer: GPT-3
 175B at tp 8, pp 8 and 192 micro-batches issues ~600,000, one Python call each.
@@ -31,14 +32,16 @@ from numpy.typing import NDArray
 from simcore.ir.runs import RunBuilder
 from simcore.ir.streams import Stream
 
-__all__ = ["PREV", "PassRecorder", "RecordedPass", "replay"]
+__all__ = ["MARKS", "PREV", "PassRecorder", "RecordedPass", "replay"]
 
 IntArray = NDArray[np.int64]
 
 #: the id a recorded pass sees for the op before it on the compute stream
 PREV = -2
+#: the ids a recorded pass sees for the layer ends before it (``MARKS[k - 1]``: the k-th last)
+MARKS = (-3, -4)
 _ROW0 = -(1 << 30)  # recorded op k answers the id _ROW0 - k
-_LOCAL, _PREV, _RECV = 0, 1, 2  # what a recorded dependency names
+_LOCAL, _PREV, _RECV, _MARK = 0, 1, 2, 3  # what a recorded dependency names
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,10 +54,12 @@ class RecordedPass:
         dep_ptr: (n+1,) CSR offsets of each op's dependencies in ``dep_code``/``dep_op``.
         dep_code: what each dependency names: an op of the pass (``dep_op``), the op before
             the pass on the compute stream, or the send the pass waits for.
-        dep_op: the op of the pass a dependency names (else 0).
+        dep_op: the op of the pass a dependency names, or k for the k-th last layer end
+            before the pass (else 0).
         sends: (n,) the op is the pass's send (explicit id :attr:`send`).
         on_compute: (n,) the op is on the stage's compute stream.
         outputs: ops whose ids the pass's code returned (gradient reductions), in order.
+        marks: ops that end a layer (the pass's layer-boundary marks), in order.
         micro_batch: the recorded pass's micro-batch.
         recv, send: the recorded pass's received and issued send ids (-1: none).
     """
@@ -69,6 +74,7 @@ class RecordedPass:
     sends: NDArray[np.bool_]
     on_compute: NDArray[np.bool_]
     outputs: IntArray
+    marks: IntArray
     micro_batch: int
     recv: int
     send: int
@@ -116,8 +122,10 @@ class PassRecorder:
             raise RuntimeError("pass replay: an op on several streams")
         return self.run(resources[0], self._rb.single_unit(template), 1, deps, stage, node_id)
 
-    def finish(self, compute: Stream, outputs: Sequence[int]) -> RecordedPass:
-        """The recorded pass (``outputs``: the ids the pass's code returned)."""
+    def finish(self, compute: Stream, outputs: Sequence[int], marks: Sequence[int | None] = ()
+               ) -> RecordedPass:
+        """The recorded pass (``outputs``: the ids the pass's code returned; ``marks``: the
+        emitter's layer-boundary marks after it, :data:`MARKS` for those before it)."""
         n = len(self._ops)
         ptr = np.zeros(n + 1, dtype=np.int64)
         codes: list[int] = []
@@ -130,11 +138,15 @@ class PassRecorder:
                 elif d == PREV or (d == self._recv and d >= 0):
                     codes.append(_PREV if d == PREV else _RECV)
                     local.append(0)
+                elif d in MARKS:
+                    codes.append(_MARK)
+                    local.append(MARKS.index(d) + 1)
                 else:
                     raise RuntimeError(f"pass replay: dependency {d} does not move with the pass")
             ptr[k + 1] = len(codes)
-        if any(o > _ROW0 for o in outputs):
-            raise RuntimeError("pass replay: a returned id is not an op of the pass")
+        own = [m for m in marks if m not in MARKS]
+        if any(o > _ROW0 for o in outputs) or any(m is None or m > _ROW0 for m in own):
+            raise RuntimeError("pass replay: a returned id or mark is not an op of the pass")
         col = list(zip(*self._ops, strict=True)) if n else [()] * 6
         streams = tuple(self._streams[r] for r in col[0])
         return RecordedPass(
@@ -144,11 +156,13 @@ class PassRecorder:
             dep_op=np.asarray(local, dtype=np.int64), sends=np.asarray(col[5], dtype=bool),
             on_compute=np.asarray([s == compute for s in streams], dtype=bool),
             outputs=np.asarray([_ROW0 - o for o in outputs], dtype=np.int64),
+            marks=np.asarray([_ROW0 - m for m in own if m is not None], dtype=np.int64),
             micro_batch=self._micro_batch, recv=self._recv, send=self._send)
 
 
 def replay(rb: RunBuilder, kinds: Sequence[RecordedPass], kind_of: IntArray,
-           micro_batch: IntArray, id_step: int, last: int | None) -> tuple[IntArray, IntArray]:
+           micro_batch: IntArray, id_step: int, last: int | None, marks: Sequence[int] = ()
+           ) -> tuple[IntArray, IntArray, IntArray]:
     """Issue passes ``kind_of`` (kind of each pass, in program order) on ``rb``.
 
     Args:
@@ -156,9 +170,11 @@ def replay(rb: RunBuilder, kinds: Sequence[RecordedPass], kind_of: IntArray,
         kind_of, micro_batch: (P,) each pass's kind and micro-batch.
         id_step: how far a send id moves per micro-batch (the virtual stage count).
         last: the compute stream's last op before the first pass (None: none).
+        marks: the layer-boundary marks before the first pass (ids, in order).
 
     Returns:
-        (every op's id, the ids of each pass's outputs in pass order).
+        (every op's id, the ids of each pass's outputs in pass order, the ids of the passes'
+        marks in order).
     """
     i64 = np.int64
     n_ops = np.asarray([k.unit.size for k in kinds], dtype=i64)
@@ -202,6 +218,21 @@ def replay(rb: RunBuilder, kinds: Sequence[RecordedPass], kind_of: IntArray,
         raise RuntimeError("pass replay: a pass waits for an op before the first, and none is")
     ids_of = np.where(code == _RECV, recv[p] + shift[p],
                       np.where(code == _PREV, -1 if last is None else last, -1))
+    # layer-boundary marks: those before the batch, then each pass's, in order
+    n_mark = np.asarray([k.marks.size for k in kinds], dtype=i64)[kind_of]
+    m_pass = np.repeat(np.arange(kind_of.size, dtype=i64), n_mark)
+    m_pos = np.arange(m_pass.size, dtype=i64) - (np.cumsum(n_mark) - n_mark)[m_pass]
+    m_off = np.cumsum([0, *(k.marks.size for k in kinds[:-1])]).astype(i64)
+    mark_rows = start[m_pass] + cat("marks")[m_off[kind_of][m_pass] + m_pos]
+    is_mark = code == _MARK
+    if is_mark.any():
+        pre = np.asarray(marks, dtype=i64)
+        g = len(pre) + (np.cumsum(n_mark) - n_mark)[p[is_mark]] - dep_op[is_mark]
+        if (g < 0).any():
+            raise RuntimeError("pass replay: a pass waits for a layer end before the first")
+        inside = g >= len(pre)
+        ref[np.flatnonzero(is_mark)[inside]] = mark_rows[g[inside] - len(pre)]
+        ids_of[np.flatnonzero(is_mark)[~inside]] = pre[g[~inside]]
     head = d_pos == 0
     dep = np.full(total, -1, dtype=i64)
     dep_ref = np.full(total, -1, dtype=i64)
@@ -219,4 +250,4 @@ def replay(rb: RunBuilder, kinds: Sequence[RecordedPass], kind_of: IntArray,
     o_pass = np.repeat(np.arange(kind_of.size, dtype=i64), o_count)
     o_pos = np.arange(o_pass.size, dtype=i64) - (np.cumsum(o_count) - o_count)[o_pass]
     out_rows = start[o_pass] + cat("outputs")[o_off[kind_of][o_pass] + o_pos]
-    return ids, ids[out_rows]
+    return ids, ids[out_rows], ids[mark_rows]

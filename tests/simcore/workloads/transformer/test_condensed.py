@@ -95,6 +95,14 @@ PLANS = [
                            zero_stage=1, tp_comm_overlap=True)),
     (DENSE, 8, ParallelSpec(tp=8, pp=1, global_batch=16, zero_stage=1, tp_comm_overlap=True)),
     (DENSE, 8, ParallelSpec(tp=4, pp=2, global_batch=2, tp_comm_overlap=True)),
+    # ZeRO-3 passes replayed: gathers waiting for the layer end one or two before (one layer
+    # per chunk: the end two passes back), with interleaving, TP overlap, pp 1
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=3, global_batch=32, zero_stage=3)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=3, global_batch=32, zero_stage=3,
+                             dp_overlap=False, recompute="full")),
+    (DENSE, 32, ParallelSpec(tp=4, pp=2, vp=2, global_batch=16, zero_stage=3,
+                             sequence_parallel=True, tp_comm_overlap=True)),
+    (DENSE, 8, ParallelSpec(tp=4, pp=1, global_batch=16, zero_stage=3)),
 ]
 
 
@@ -216,16 +224,17 @@ def test_plans_without_zero3_tp_overlap_or_cp_are_one_batch(model: ModelSpec, gp
 
 
 @pytest.mark.parametrize(("model", "gpus", "plan"), PLANS, ids=[f"p{i}" for i in range(len(PLANS))])
-def test_tp_overlap_and_cp_passes_are_replayed(model: ModelSpec, gpus: int,
+def test_per_stage_passes_are_replayed(model: ModelSpec, gpus: int,
                                                plan: ParallelSpec) -> None:
-    """Every pass of a per-stage plan without ZeRO-3 is replayed from its kind's recording,
-    except the first forward of each chunk that waits for ZeRO-1/2 parameter gathers."""
+    """Every pass of a per-stage plan (ZeRO-3, TP overlap, CP) is replayed from its kind's
+    recording, except the first forward of each chunk that waits for ZeRO-1/2 parameter
+    gathers."""
     system = SystemSpec(num_gpus=gpus)
     par, reason = check_structure(model, plan, system)
     assert par is not None, reason
     gen = _RunGenerator(model, par, system.gpus_per_node)
     gen.emit_plan()
-    if gen.path == "batched" or par.zero_stage == 3:
+    if gen.path == "batched":
         assert gen.replayed == 0
         return
     passes = 2 * par.num_micro_batches * par.vp * par.pp

@@ -49,9 +49,10 @@ def test_replay_moves_the_receive_send_and_previous_op_with_each_pass() -> None:
     rec.run(rec.stream(Stream.link(0, 1)), rec.unit((2,)), 1, (c,), 0, node_id=SEND)
     kind = rec.finish(Stream.compute(0), [b])
     first = rb.run(rb.stream(Stream.compute(0)), rb.unit((0,)), 1, (), 0)
-    ids, outputs = replay(rb, [kind], np.array([0, 0]), np.array([1, 4]), 3, first)
+    ids, outputs, marks = replay(rb, [kind], np.array([0, 0]), np.array([1, 4]), 3, first)
     assert ids.tolist()[3::4] == [SEND, SEND + 9]  # micro-batch 4: 3 x 3 ids further
     assert outputs.tolist() == [ids[1], ids[5]]
+    assert marks.size == 0  # the recording marked no layer end
     link = rb.stream(Stream.link(1, 0))
     for recv in (RECV, RECV + 9):  # the sends the passes receive, from the next stage
         rb.run(link, rb.unit((2,)), 1, (), 1, node_id=recv)
