@@ -177,13 +177,8 @@ def replay(rb: RunBuilder, kinds: Sequence[RecordedPass], kind_of: IntArray,
         marks in order).
     """
     i64 = np.int64
-    n_ops = np.asarray([k.unit.size for k in kinds], dtype=i64)
-    k_off = np.cumsum(n_ops) - n_ops
-    count = n_ops[kind_of]
-    start = np.cumsum(count) - count
-    total = int(count.sum())
-    p_of = np.repeat(np.arange(kind_of.size, dtype=i64), count)
-    src = k_off[kind_of][p_of] + np.arange(total, dtype=i64) - start[p_of]
+    p_of, src, start = _per_pass([k.unit.size for k in kinds], kind_of)  # every op, in order
+    total = int(src.size)
     shift = (micro_batch - np.asarray([k.micro_batch for k in kinds], dtype=i64)[kind_of]) \
         * id_step
 
@@ -219,15 +214,12 @@ def replay(rb: RunBuilder, kinds: Sequence[RecordedPass], kind_of: IntArray,
     ids_of = np.where(code == _RECV, recv[p] + shift[p],
                       np.where(code == _PREV, -1 if last is None else last, -1))
     # layer-boundary marks: those before the batch, then each pass's, in order
-    n_mark = np.asarray([k.marks.size for k in kinds], dtype=i64)[kind_of]
-    m_pass = np.repeat(np.arange(kind_of.size, dtype=i64), n_mark)
-    m_pos = np.arange(m_pass.size, dtype=i64) - (np.cumsum(n_mark) - n_mark)[m_pass]
-    m_off = np.cumsum([0, *(k.marks.size for k in kinds[:-1])]).astype(i64)
-    mark_rows = start[m_pass] + cat("marks")[m_off[kind_of][m_pass] + m_pos]
+    m_pass, m_src, m_first = _per_pass([k.marks.size for k in kinds], kind_of)
+    mark_rows = start[m_pass] + cat("marks")[m_src]
     is_mark = code == _MARK
     if is_mark.any():
         pre = np.asarray(marks, dtype=i64)
-        g = len(pre) + (np.cumsum(n_mark) - n_mark)[p[is_mark]] - dep_op[is_mark]
+        g = len(pre) + m_first[p[is_mark]] - dep_op[is_mark]  # k-th last: index in pre + rows
         if (g < 0).any():
             raise RuntimeError("pass replay: a pass waits for a layer end before the first")
         inside = g >= len(pre)
@@ -244,10 +236,18 @@ def replay(rb: RunBuilder, kinds: Sequence[RecordedPass], kind_of: IntArray,
     node_id = np.where(cat("sends")[src], send[p_of] + shift[p_of], -1)
     ids = rb.runs(real[row_stream], cat("unit")[src], cat("repeat")[src], dep, dep_ref, node_id,
                   cat("stage")[src], extra)
-    n_out = np.asarray([k.outputs.size for k in kinds], dtype=i64)
-    o_off = np.cumsum(n_out) - n_out
-    o_count = n_out[kind_of]
-    o_pass = np.repeat(np.arange(kind_of.size, dtype=i64), o_count)
-    o_pos = np.arange(o_pass.size, dtype=i64) - (np.cumsum(o_count) - o_count)[o_pass]
-    out_rows = start[o_pass] + cat("outputs")[o_off[kind_of][o_pass] + o_pos]
-    return ids, ids[out_rows], ids[mark_rows]
+    o_pass, o_src, _ = _per_pass([k.outputs.size for k in kinds], kind_of)
+    return ids, ids[start[o_pass] + cat("outputs")[o_src]], ids[mark_rows]
+
+
+def _per_pass(per_kind: Sequence[int], kind_of: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """The items of every pass (``per_kind[k]`` for a pass of kind ``k``), in pass order:
+    (each item's pass, its index in the kinds' items concatenated, each pass's first item)."""
+    i64 = np.int64
+    n_kind = np.asarray(per_kind, dtype=i64)
+    count = n_kind[kind_of]
+    first = np.cumsum(count) - count
+    pass_of = np.repeat(np.arange(kind_of.size, dtype=i64), count)
+    offset = (np.cumsum(n_kind) - n_kind)[kind_of]
+    src = offset[pass_of] + np.arange(pass_of.size, dtype=i64) - first[pass_of]
+    return pass_of, src, first
