@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 
 from search.run.batch import SpecBatch, evaluate_batch, materialize_systems
+from search.run.workers import pick_actor
 from simcore.api import simulate_batch
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
@@ -112,3 +113,24 @@ def test_column_checked_values_give_the_systems_and_errors_of_full_copies():
             valid += 1
             assert type(systems[i].scaleout.latency_ns) is float
     assert 20 < valid < n - 20  # both outcomes are exercised
+
+
+def test_an_idle_actor_takes_the_next_batch_before_a_busy_one_of_its_group() -> None:
+    """The first fill spreads one structure group over both actors (0, 1, 0, 1) instead of
+    queueing two batches on the first; an idle actor takes a batch another actor last ran."""
+    load, last = [0, 0], ["", ""]
+    picks = []
+    for _ in range(4):
+        i = pick_actor(load, last, "X", inflight=2)
+        picks.append(i)
+        load[i] += 1
+        last[i] = "X"
+    assert picks == [0, 1, 0, 1]
+    assert pick_actor([1, 0], ["X", "Y"], "X", inflight=2) == 1
+
+
+def test_without_an_idle_actor_the_group_s_last_actor_then_the_least_loaded() -> None:
+    assert pick_actor([1, 1], ["Y", "X"], "X", inflight=2) == 1  # warm structure
+    assert pick_actor([2, 1], ["X", "Y"], "X", inflight=2) == 1  # its actor is full
+    assert pick_actor([2, 1, 1], ["Y", "Y", "Y"], "X", inflight=3) == 1  # least loaded
+    assert pick_actor([0, 0], ["Y", "X"], "X", inflight=1) == 1  # idle ones: warm first
