@@ -4,8 +4,9 @@ Model (DESIGN.md "The vectorized engine" and "Reliability"): a
 :class:`~search.run.batch.SpecBatch` is B design
 points that share one graph structure (same model and parallelization), so one call of
 ``simcore.api.simulate_batch`` evaluates them as (B,) numpy vectors. Each actor is a long-lived
-process: the engine's compiled-graph cache stays warm across batches, and the pool sends batches
-of one structure group to the actor that last ran that group when it has a free slot.
+process: the engine's compiled-graph cache stays warm across batches. The pool sends a batch to
+an idle actor if there is one, else to the actor that last ran its structure group when that
+one has a free slot (:func:`pick_actor`).
 
 Fault tolerance: an actor that dies mid-batch (killed process, lost node) is replaced by a fresh
 actor and its in-flight batches are resubmitted, at most ``max_batch_retries`` times each; a
