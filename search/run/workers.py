@@ -238,18 +238,28 @@ class WorkerPool:
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
         dead = (RayActorError, ActorDiedError, ActorUnavailableError)
-        todo: deque[tuple[SpecBatch, int]] = deque((b, 0) for b in batches)
+        fresh = iter(batches)  # drawn only when an actor has a free slot
+        todo: deque[tuple[SpecBatch, int]] = deque()  # batches to resubmit first
         inflight: dict[Any, tuple[SpecBatch, int, int, Any]] = {}  # ref -> batch, attempt, slot, actor
         load = [0] * len(self.actors)
         last_group = [""] * len(self.actors)
-        while todo or inflight:
-            while todo and min(load) < self.inflight_per_worker:
+        drained = False
+        while todo or inflight or not drained:
+            while min(load) < self.inflight_per_worker:
+                if not todo:
+                    nxt = None if drained else next(fresh, None)
+                    if nxt is None:
+                        drained = True
+                        break
+                    todo.append((nxt, 0))
                 batch, attempt = todo.popleft()
                 idx = pick_actor(load, last_group, batch.group, self.inflight_per_worker)
                 ref = self.actors[idx].evaluate.remote(batch, attempt)
                 inflight[ref] = (batch, attempt, idx, self.actors[idx])
                 load[idx] += 1
                 last_group[idx] = batch.group
+            if not inflight:
+                continue  # nothing left to wait for (the loop ends, or refills)
             ready, _ = self._ray.wait(list(inflight), num_returns=1)
             batch, attempt, idx, actor = inflight.pop(ready[0])
             load[idx] -= 1

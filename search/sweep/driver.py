@@ -3,7 +3,8 @@
 Model (DESIGN.md "User-facing contract" ``simsweep sweep`` and "Reliability"):
 1. :func:`search.plan.make_plan` expands and validates every point before any work;
 2. points are grouped by graph structure and cut into batches of ``sweep.batch_size`` points, or,
-   with ``auto`` (the default), of guided sizes (:func:`guided_batch_size`);
+   with ``auto`` (the default), of guided sizes paced by each group's measured seconds per
+   point (:class:`search.sweep.pacing.GroupPace`; :func:`guided_batch_size` counts points);
 3. a :class:`search.run.workers.WorkerPool` evaluates them (or, with ``sweep.in_process=true``,
    a :class:`search.run.local_pool.LocalPool` in this process, without Ray); each finished batch
    is appended to the parquet table (:class:`search.tables.ResultsStore`) and queued for MLflow
@@ -41,6 +42,7 @@ from search.run.metrics import cost_spec_from
 from search.run.tables import ResultsStore
 from search.sweep.finish import finish_sweep, start_tracking
 from search.sweep.output import SweepOutcome, prepare_output
+from search.sweep.pacing import GroupPace
 from search.sweep.plan import SweepPlan
 from search.sweep.plots import preload_plot_libraries
 
@@ -72,15 +74,25 @@ def guided_batch_size(remaining: int, workers: int) -> int:
 
 
 def iter_batches(plan: SweepPlan, batch_size: int | None, done: np.ndarray,
-                 cost: Any = None, workers: int = 1) -> Iterator[SpecBatch]:
+                 cost: Any = None, workers: int = 1, pace: GroupPace | None = None
+                 ) -> Iterator[SpecBatch]:
     """Batches of not-yet-done points, one structure group at a time (ids ascending).
 
     ``batch_size`` None sizes each batch by :func:`guided_batch_size` over the points of the
-    whole sweep still to be handed out (a batch never spans two structure groups)."""
+    whole sweep still to be handed out (a batch never spans two structure groups), or, with
+    ``pace``, by the groups' measured seconds per point (:class:`GroupPace`, which the caller
+    feeds with the finished batches: sizes then follow what has finished by the time each
+    batch is drawn)."""
     todo = np.ones(plan.num_points, dtype=bool)
     todo[done[done < plan.num_points]] = False
     remaining = int(np.count_nonzero(todo))
     keys = [c.batch_key for c in plan.combos]
+    if pace is not None:
+        per_combo = np.bincount(plan.combo_of[todo], minlength=len(keys))
+        left: dict[str, int] = {}
+        for key, n in zip(keys, per_combo.tolist(), strict=True):
+            left[key] = left.get(key, 0) + n
+        pace.start(left)
     batch_id = 0
     for key in dict.fromkeys(keys):
         members = [i for i, k in enumerate(keys) if k == key]
@@ -90,7 +102,12 @@ def iter_batches(plan: SweepPlan, batch_size: int | None, done: np.ndarray,
         bases = tuple(plan.combos[m].system for m in members)
         start = 0
         while start < ids.shape[0]:
-            size = batch_size if batch_size is not None else guided_batch_size(remaining, workers)
+            if batch_size is not None:
+                size = batch_size
+            elif pace is not None:
+                size = pace.take(key, batch_id)
+            else:
+                size = guided_batch_size(remaining, workers)
             chunk = ids[start:start + size]
             start += chunk.shape[0]
             remaining -= chunk.shape[0]
@@ -174,8 +191,9 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, pool: Any, done: np.ndarray,
     from search.run.tables import batch_frame
 
     try:
+        pace = GroupPace(len(pool.actors), AUTO_BATCH_MIN, AUTO_BATCH_MAX)
         batches = iter_batches(plan, batch_size_of(cfg.sweep), done, cost_spec(cfg),
-                               len(pool.actors))
+                               len(pool.actors), pace)
         first = next(batches, None)
         if first is not None:  # every worker builds the first structure meanwhile
             pool.warm(first)
@@ -186,7 +204,8 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, pool: Any, done: np.ndarray,
         outcome.startup_s = t_eval - t_start
         bar = _progress(cfg, plan.num_points - outcome.skipped)
         params = plan.param_columns
-        for res in pool.imap_unordered(batches):
+        for res in pool.imap_unordered(batches):  # draws each batch when a slot is free
+            pace.observe(res.batch_id, res.point_ids.shape[0], res.elapsed_s)
             axes = {k: v[res.point_ids] for k, v in params.items()}
             hashes = [plan.point_hash[i] for i in res.point_ids.tolist()]
             frame = batch_frame(res.point_ids, hashes, axes, res.columns, res.batch_id,
