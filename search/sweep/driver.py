@@ -191,7 +191,9 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, pool: Any, done: np.ndarray,
     from search.run.tables import batch_frame
 
     try:
-        pace = GroupPace(len(pool.actors), AUTO_BATCH_MIN, AUTO_BATCH_MAX)
+        # one structure group: every point costs the same, sizes by points (no probes)
+        groups = len({c.batch_key for c in plan.combos})
+        pace = GroupPace(len(pool.actors), AUTO_BATCH_MIN, AUTO_BATCH_MAX) if groups > 1 else None
         batches = iter_batches(plan, batch_size_of(cfg.sweep), done, cost_spec(cfg),
                                len(pool.actors), pace)
         first = next(batches, None)
@@ -205,7 +207,8 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, pool: Any, done: np.ndarray,
         bar = _progress(cfg, plan.num_points - outcome.skipped)
         params = plan.param_columns
         for res in pool.imap_unordered(batches):  # draws each batch when a slot is free
-            pace.observe(res.batch_id, res.point_ids.shape[0], res.elapsed_s)
+            if pace is not None:
+                pace.observe(res.batch_id, res.point_ids.shape[0], res.elapsed_s)
             axes = {k: v[res.point_ids] for k, v in params.items()}
             hashes = [plan.point_hash[i] for i in res.point_ids.tolist()]
             frame = batch_frame(res.point_ids, hashes, axes, res.columns, res.batch_id,

@@ -125,3 +125,31 @@ def test_the_ray_pool_draws_a_batch_only_when_an_actor_has_a_free_slot(ray_local
     got = np.concatenate([o.point_ids for o in [first, *rest]])
     assert np.array_equal(np.sort(got), np.arange(plan.num_points))
     assert len(drawn) == len(rest) + 1
+
+
+@pytest.mark.parametrize(("tp", "paced"), [("1,2", True), ("2", False)])
+def test_a_sweep_paces_its_batches_only_across_structures(plan_for, tmp_path, tp: str,
+                                                          paced: bool) -> None:
+    """``run_sweep`` (in process): with two structure groups each starts on a 64-point probe;
+    with one, every point costs the same and the first batch is the point-counted guided
+    share (no probes)."""
+    from search.sweep.driver import run_sweep
+
+    plan = plan_for("workload=gpt_tiny", "system=dgx_a100_80g", f"parallel.tp={tp}",
+                    "system.scaleout.bandwidth_GBps=range(25,401,25)",
+                    "system.accelerator.hbm_bandwidth_GBps=range(1500,3501,100)",
+                    "sweep.in_process=true", "tracking.enabled=false",
+                    f"sweep.output_dir={tmp_path / 'out'}")
+    out = run_sweep(plan, plan.base_cfg)
+    assert out.computed == plan.num_points
+    import polars as pl
+
+    table = pl.read_parquet(out.output_dir / "results.parquet")
+    group = pl.col("parallel.tp") if paced else pl.lit(2)  # a fixed value is not a column
+    sizes = (table.group_by("batch_id").agg(pl.len().alias("n"), group.first().alias("tp"))
+             .sort("batch_id"))
+    firsts = sizes.group_by("tp", maintain_order=True).first()["n"].to_list()
+    if paced:
+        assert firsts == [AUTO_BATCH_MIN, AUTO_BATCH_MIN]
+    else:
+        assert firsts == [guided_batch_size(plan.num_points, 1)]
