@@ -36,10 +36,17 @@ class GroupPace:
         self.remaining: dict[str, int] = {}  # points per group not handed out yet
         self._rate: dict[str, float] = {}  # lowest seconds per point seen, per group
         self._group_of: dict[int, str] = {}  # batch id -> group
+        # kept as batches are drawn and observed, so a batch costs O(1), not O(groups):
+        self._rate_sum = 0.0  # of the measured rates (their mean prices the others)
+        self._known_s = 0.0  # seconds left in the measured groups
+        self._unknown = 0  # points left in the groups not measured yet
 
     def start(self, remaining: Mapping[str, int]) -> None:
         """The points of each group still to be handed out."""
         self.remaining = dict(remaining)
+        self._known_s = sum(n * self._rate[g] for g, n in self.remaining.items()
+                            if g in self._rate)
+        self._unknown = sum(n for g, n in self.remaining.items() if g not in self._rate)
 
     def take(self, group: str, batch_id: int) -> int:
         """Points in batch ``batch_id`` of ``group`` (counted as handed out)."""
@@ -48,13 +55,17 @@ class GroupPace:
         if rate is None:
             size = self.lo  # a probe: the group's cost is not known yet
         else:
-            mean = sum(self._rate.values()) / len(self._rate)
-            total_s = sum(n * self._rate.get(g, mean) for g, n in self.remaining.items())
-            share_s = total_s / (2 * self.workers)
-            size = self.hi if rate <= 0 else math.ceil(share_s / rate - 1e-9)
+            mean = self._rate_sum / len(self._rate)
+            share_s = max(0.0, self._known_s + self._unknown * mean) / (2 * self.workers)
+            # sizes are whole points: the tolerance absorbs rounding in the running sums
+            size = self.hi if rate <= 0 else math.ceil(share_s / rate - 1e-6)
             size = min(self.hi, max(self.lo, size))
         size = max(1, min(size, left))
         self.remaining[group] = left - size
+        if rate is None:
+            self._unknown -= size
+        else:
+            self._known_s -= size * rate
         self._group_of[batch_id] = group
         return size
 
@@ -65,7 +76,17 @@ class GroupPace:
             return
         rate = seconds / points
         old = self._rate.get(group)
-        self._rate[group] = rate if old is None else min(old, rate)
+        if old is not None and rate >= old:
+            return
+        left = self.remaining.get(group, 0)
+        if old is None:
+            self._unknown -= left
+            self._known_s += left * rate
+            self._rate_sum += rate
+        else:
+            self._known_s += left * (rate - old)
+            self._rate_sum += rate - old
+        self._rate[group] = rate
 
     def rate(self, group: str) -> float | None:
         """The group's measured seconds per point (None: not measured yet)."""

@@ -153,3 +153,37 @@ def test_a_sweep_paces_its_batches_only_across_structures(plan_for, tmp_path, tp
         assert firsts == [AUTO_BATCH_MIN, AUTO_BATCH_MIN]
     else:
         assert firsts == [guided_batch_size(plan.num_points, 1)]
+
+
+def test_the_running_sums_give_the_sizes_of_a_full_recount() -> None:
+    """Sizes from the kept sums (O(1) a batch) equal those recounted over every group from
+    the remaining points and rates (the formula of the module docstring), over 60 groups of
+    random costs drawn and observed in a random order."""
+    rng = np.random.default_rng(7)
+    groups = [f"g{i}" for i in range(60)]
+    left = {g: int(rng.integers(1, 5_000)) for g in groups}
+    cost = {g: float(rng.choice([3e-5, 1e-3, 0.024])) for g in groups}
+    pace = _pace(2, left)
+    rates: dict[str, float] = {}
+    pending: list[tuple[int, str, int]] = []
+    batch = 0
+    while any(left.values()):
+        g = groups[int(rng.integers(len(groups)))]
+        if left[g] == 0:
+            continue
+        if g in rates:
+            mean = sum(rates.values()) / len(rates)
+            seconds = sum(n * rates.get(h, mean) for h, n in left.items())
+            want = min(AUTO_BATCH_MAX, max(AUTO_BATCH_MIN, math.ceil(seconds / 4 / rates[g])))
+        else:
+            want = AUTO_BATCH_MIN
+        got = pace.take(g, batch)
+        assert abs(got - min(want, left[g])) <= 1  # rounding at a whole point at most
+        left[g] -= got
+        pending.append((batch, g, got))
+        batch += 1
+        if pending and rng.random() < 0.5:  # a batch finishes, its cost with some noise
+            done_id, h, n = pending.pop(int(rng.integers(len(pending))))
+            seconds = n * cost[h] * float(rng.uniform(1.0, 1.5))
+            pace.observe(done_id, n, seconds)
+            rates[h] = min(rates.get(h, math.inf), seconds / n)
