@@ -438,6 +438,7 @@ class _RunGenerator(_Generator):
         self._send_unit = self.rb.unit((self.p2p_tmpl,))
         self._links: dict[tuple[int, int], int] = {}
         self.replayed = 0  # passes issued by :meth:`_replayed`
+        self._recorded: dict[tuple[int, int], RecordedPass] = {}  # (stage, kind key) -> pass
 
     def _unit(self, steps: tuple[Step, ...]) -> int | None:
         return _unit_of(self.rb, steps, self.par.tp_comm_overlap)
@@ -752,9 +753,14 @@ class _RunGenerator(_Generator):
         order = np.argsort(first)  # kinds recorded in program order (templates, units)
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
-        kinds = [self._record(e.stage, PipeOp(bool(fwd[i]), int(mb[i]), int(chunk[i])),
-                              bool(has_prev[i]), int(marks[i]), dp)
-                 for i in first[order].tolist()]
+        kinds = []
+        for i in first[order].tolist():  # a stage's later stretches reuse its recordings
+            rec = self._recorded.get((s, int(key[i])))
+            if rec is None:
+                rec = self._recorded[(s, int(key[i]))] = self._record(
+                    s, PipeOp(bool(fwd[i]), int(mb[i]), int(chunk[i])), bool(has_prev[i]),
+                    int(marks[i]), dp)
+            kinds.append(rec)
         _, outputs, new_marks = replay(self.rb, kinds, rank[kind_of.reshape(-1)], mb, self.V,
                                        e.last, [m for m in e.marks[-back:] if m is not None]
                                        if back else [])
@@ -784,9 +790,11 @@ class _RunGenerator(_Generator):
         rb, links = self.rb, self._links
         self.rb, self._links = cast(RunBuilder, rec), {}
         try:
-            out = [] if op.forward else self._backward(e, op, v, dp)
+            out: list[int] = []
             if op.forward:
                 self._forward(e, op, v, dp)
+            else:
+                out = self._backward(e, op, v, dp)
         finally:
             self.rb, self._links = rb, links
         return rec.finish(e.compute, out, e.marks)

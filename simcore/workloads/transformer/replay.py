@@ -135,8 +135,11 @@ class PassRecorder:
                 if d <= _ROW0:
                     codes.append(_LOCAL)
                     local.append(_ROW0 - d)
-                elif d == PREV or (d == self._recv and d >= 0):
-                    codes.append(_PREV if d == PREV else _RECV)
+                elif d == PREV:
+                    codes.append(_PREV)
+                    local.append(0)
+                elif d == self._recv and d >= 0:
+                    codes.append(_RECV)
                     local.append(0)
                 elif d in MARKS:
                     codes.append(_MARK)
