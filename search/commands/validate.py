@@ -4,7 +4,9 @@ Reads a cases file (schema: shared/validation/CASES.md; extra columns ignored), 
 case's ModelSpec / ParallelSpec / SystemSpec (:mod:`search.config.cases`: the cluster preset of ``conf/system`` whose
 accelerator is the case's ``gpu``, with the case's GPU count, GPUs per node and scale-out line
 rate), runs ``simcore.api.simulate_batch`` and writes one prediction row per case. A bad row is
-reported with ``status=error`` and its reason; it never stops the others. When a measured file
+reported with ``status=error`` and its reason; it never stops the others. A row with expert
+parallelism and no expert columns gets assumed ones (:func:`search.config.cases.assumed_expert_columns`),
+each named on a ``note:`` line. When a measured file
 is given (``--measured``, default: the cases file's sibling ``*_measured.csv``) it prints the
 error per case, the mean absolute percentage error (MAPE) of iteration time, Spearman rank
 correlation per (model, cluster) group, and the predicted vs measured ratio of case pairs that
@@ -32,14 +34,15 @@ from search.config.cases import (
     FLASH_ERA_GPUS,
     MODEL_KEYS,
     PLAN_KEYS,
+    assumed_expert_columns,
     attention_impl,
     build_case,
     cluster_for,
 )
 from simcore.errors import InputError
 
-__all__ = ["ATTENTION_IMPLS", "FLASH_ERA_GPUS", "OUT_COLUMNS", "attention_impl", "build_case",
-           "cluster_for", "main", "predict", "report", "spearman"]
+__all__ = ["ATTENTION_IMPLS", "FLASH_ERA_GPUS", "OUT_COLUMNS", "assumption_notes",
+           "attention_impl", "build_case", "cluster_for", "main", "predict", "report", "spearman"]
 
 OUT_COLUMNS = ("case_id", "iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib",
                "fits_memory", "status", "error")
@@ -67,6 +70,23 @@ def predict(row: dict[str, str], attention: str = "auto") -> dict[str, Any]:
     out["status"] = "ok" if res["feasible"] else "infeasible"
     out["error"] = str(res["reason"])
     return out
+
+
+def assumption_notes(cases: list[dict[str, str]]) -> list[str]:
+    """One line per case whose expert columns were assumed
+    (:func:`search.config.cases.assumed_expert_columns`); rows too bad to read are skipped
+    here (their prediction row says why)."""
+    notes = []
+    for row in cases:
+        try:
+            assumed = assumed_expert_columns(row)
+        except InputError:
+            continue
+        if assumed:
+            values = ", ".join(f"{k}={v}" for k, v in assumed.items())
+            notes.append(f"note: case {row.get('case_id', '')!r} (ep={row.get('ep', '')}) does "
+                         f"not give {' / '.join(assumed)}: assumed {values}")
+    return notes
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -184,6 +204,8 @@ def main(argv: list[str]) -> int:
         cases += _read_csv(path)
         measured.update(_measured_for(path, args.measured if len(args.cases) == 1 else None))
     preds = [predict(row, args.attention) for row in cases]
+    for note in assumption_notes(cases):
+        print(note)
     columns: tuple[str, ...] = OUT_COLUMNS
     if args.intervals:
         preds = [_with_intervals(p, row, args.attention) for p, row in zip(preds, cases,

@@ -19,8 +19,9 @@ from search.config.build import build_sections
 from search.config.compose import default_config_dir
 from simcore.errors import InputError
 
-__all__ = ["ATTENTION_IMPLS", "FLASH_ERA_GPUS", "MODEL_KEYS", "PLAN_KEYS", "attention_impl",
-           "build_case", "case_sections", "cluster_for"]
+__all__ = ["ATTENTION_IMPLS", "COARSE_EXPERTS", "FINE_GRAINED_EXPERTS", "FLASH_ERA_GPUS",
+           "MODEL_KEYS", "PLAN_KEYS", "assumed_expert_columns", "attention_impl", "build_case",
+           "case_sections", "cluster_for"]
 
 _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
         "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
@@ -130,18 +131,42 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
             "stack": stack_section(row)}
 
 
-def _moe_columns(row: dict[str, str]) -> dict[str, Any]:
-    """The optional ``num_experts`` / ``top_k`` columns of a mixture-of-experts row (experts
-    per MoE layer, experts per token; not in CASES.md's schema, whose rows are dense models).
-    A row with ``ep`` > 1 needs ``num_experts``: the expert-parallel degree alone does not say
-    how many experts a layer has."""
-    out = {k: _field(row, k) for k in ("num_experts", "top_k") if (row.get(k) or "").strip()}
-    ep = (row.get("ep") or "").strip()
-    if ep and "num_experts" not in out and _field(row, "ep") > 1:
-        raise InputError("num_experts", "", f"ep={ep} is expert parallelism: the row needs a "
-                         "num_experts column (experts per MoE layer) and a top_k column "
-                         "(experts per token, default 1)")
+#: (num_experts, top_k) assumed for a row with ep > 1 that does not give them (CASES.md's
+#: schema has no expert columns): fine-grained experts, narrower than the model
+#: (ffn_hidden_size < hidden_size; DeepSeekMoE, Dai et al. 2024; Qwen3-MoE), route each token to
+#: 8 of 128; coarse experts (Mixtral 8x7B / 8x22B, Jiang et al. 2024; GShard's top-2) to 2 of 8
+FINE_GRAINED_EXPERTS = (128, 8)
+COARSE_EXPERTS = (8, 2)
+
+
+def assumed_expert_columns(row: dict[str, str]) -> dict[str, int]:
+    """The expert columns a mixture-of-experts row leaves out, as assumed: nothing for a dense
+    row (``ep`` <= 1 and no ``num_experts``, or ``num_experts`` 1); else ``num_experts`` when
+    missing (the regime's count rounded up to a multiple of ``ep``, which must divide it) and
+    ``top_k`` when missing (the regime's, at most ``num_experts``). See
+    :data:`FINE_GRAINED_EXPERTS`."""
+    given = {k for k in ("num_experts", "top_k") if (row.get(k) or "").strip()}
+    ep = _field(row, "ep") if (row.get("ep") or "").strip() else 1
+    if "num_experts" in given:
+        if "top_k" in given or _field(row, "num_experts") <= 1:
+            return {}
+    elif ep <= 1:
+        return {}
+    fine = _field(row, "ffn_hidden_size") < _field(row, "hidden_size")
+    experts, top_k = FINE_GRAINED_EXPERTS if fine else COARSE_EXPERTS
+    out: dict[str, int] = {}
+    if "num_experts" not in given:
+        out["num_experts"] = -(-experts // max(ep, 1)) * max(ep, 1)
+    if "top_k" not in given:
+        out["top_k"] = min(top_k, out.get("num_experts") or _field(row, "num_experts"))
     return out
+
+
+def _moe_columns(row: dict[str, str]) -> dict[str, Any]:
+    """The ``num_experts`` / ``top_k`` of a mixture-of-experts row (experts per MoE layer,
+    experts per token): the row's optional columns, else :func:`assumed_expert_columns`."""
+    out = {k: _field(row, k) for k in ("num_experts", "top_k") if (row.get(k) or "").strip()}
+    return {**out, **assumed_expert_columns(row)}
 
 
 def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, Any]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from search.commands.validate import predict
-from search.config.cases import build_case
+import csv
+
+from search.commands.validate import main, predict
+from search.config.cases import assumed_expert_columns, build_case
 
 ROW = dict(case_id="moe", gpu="h800_80g", gpus_per_node="8", num_gpus="256",
            scaleout_gbps_per_gpu="400", num_layers="32", hidden_size="4096", num_heads="32",
@@ -23,10 +25,48 @@ def test_expert_columns_reach_the_model_and_cost_what_top_k_experts_cost():
     assert float(moe["iter_time_s"]) > 1.3 * float(dense["iter_time_s"])
 
 
-def test_expert_parallelism_without_an_expert_count_names_the_missing_column():
-    out = predict(ROW)
-    assert out["status"] == "error"
-    assert out["error"].startswith("num_experts=") and "ep=8" in out["error"]
+def test_expert_parallelism_without_expert_columns_assumes_the_regimes_experts():
+    # coarse experts (ffn_hidden_size >= hidden_size, Mixtral-shaped): 2 of 8
+    assert assumed_expert_columns(ROW) == {"num_experts": 8, "top_k": 2}
+    out, given = predict(ROW), predict({**ROW, "num_experts": "8", "top_k": "2"})
+    assert out["status"] == "ok", out["error"]
+    assert out["iter_time_s"] == given["iter_time_s"]
+    # fine-grained experts (narrower than the model, DeepSeekMoE / Qwen3-MoE-shaped): 8 of 128,
+    # the count raised to a multiple of ep
+    fine = {**ROW, "ffn_hidden_size": "1536"}
+    assert assumed_expert_columns(fine) == {"num_experts": 128, "top_k": 8}
+    assert assumed_expert_columns({**fine, "ep": "32", "dp": "32"})["num_experts"] == 128
+    wide = {**fine, "ep": "256", "dp": "256", "num_gpus": "2048"}
+    assert assumed_expert_columns(wide) == {"num_experts": 256, "top_k": 8}
+    assert assumed_expert_columns({**ROW, "ep": "16", "dp": "32"})["num_experts"] == 16
+    # only the missing column is assumed, capped by the experts there are
+    assert assumed_expert_columns({**ROW, "num_experts": "16"}) == {"top_k": 2}
+    assert assumed_expert_columns({**fine, "num_experts": "4"}) == {"top_k": 4}
+    assert assumed_expert_columns({**ROW, "num_experts": "16", "top_k": "1"}) == {}
+
+
+def test_dense_rows_assume_nothing():
+    for row in ({**ROW, "ep": "1"}, {**ROW, "ep": ""}, {**ROW, "ep": "1", "num_experts": "1"}):
+        assert assumed_expert_columns(row) == {}
+    model, _, _ = build_case({**ROW, "ep": "1"})
+    assert (model.num_experts, model.top_k) == (1, 1)
+
+
+def test_validate_names_every_assumed_expert_column(tmp_path, capsys):
+    rows = [ROW, {**ROW, "case_id": "dense", "ep": "1"},
+            {**ROW, "case_id": "k", "num_experts": "16"}]
+    cases = tmp_path / "cases.csv"
+    with cases.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(ROW) + ["num_experts"])
+        writer.writeheader()
+        writer.writerows(rows)
+    assert main(["--cases", str(cases), "--out", str(tmp_path / "pred.csv")]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert notes == ["note: case 'moe' (ep=8) does not give num_experts / top_k: assumed "
+                     "num_experts=8, top_k=2",
+                     "note: case 'k' (ep=8) does not give top_k: assumed top_k=2"]
+    with (tmp_path / "pred.csv").open() as fh:
+        assert [r["status"] for r in csv.DictReader(fh)] == ["ok", "ok", "ok"]
 
 
 def test_expert_columns_that_are_not_valid_counts_name_the_column():
