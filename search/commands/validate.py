@@ -4,11 +4,13 @@ Reads a cases file (schema: shared/validation/CASES.md; extra columns ignored), 
 case's ModelSpec / ParallelSpec / SystemSpec (:mod:`search.config.cases`: the cluster preset of ``conf/system`` whose
 accelerator is the case's ``gpu``, with the case's GPU count, GPUs per node and scale-out line
 rate), runs ``simcore.api.simulate_batch`` and writes one prediction row per case. A bad row is
-reported with ``status=error`` and its reason; it never stops the others. A row with expert
-parallelism and no expert columns gets assumed ones (:func:`search.config.cases.assumed_expert_columns`),
-each named on a ``note:`` line. When a measured file
-is given (``--measured``, default: the cases file's sibling ``*_measured.csv``) it prints the
-error per case, the mean absolute percentage error (MAPE) of iteration time, Spearman rank
+reported with ``status=error`` and its reason; it never stops the others. Columns a row leaves
+out (``vp``, ``cp``, ``ep``, ``dp``, ``num_kv_heads``, a one-node run's scale-out rate, a
+mixture-of-experts row's expert counts, ...) get the values of
+:func:`search.config.cases.complete_row`, each case's named on a ``note:`` line.
+
+When a measured file is given (``--measured``, default: the cases file's sibling
+``*_measured.csv``) it prints the error per case, the mean absolute percentage error (MAPE) of iteration time, Spearman rank
 correlation per (model, cluster) group, and the predicted vs measured ratio of case pairs that
 differ only in recompute / sequence parallelism. The measured file is read only for reporting.
 
@@ -34,10 +36,10 @@ from search.config.cases import (
     FLASH_ERA_GPUS,
     MODEL_KEYS,
     PLAN_KEYS,
-    assumed_expert_columns,
     attention_impl,
     build_case,
     cluster_for,
+    complete_row,
 )
 from simcore.errors import InputError
 
@@ -73,19 +75,15 @@ def predict(row: dict[str, str], attention: str = "auto") -> dict[str, Any]:
 
 
 def assumption_notes(cases: list[dict[str, str]]) -> list[str]:
-    """One line per case whose expert columns were assumed
-    (:func:`search.config.cases.assumed_expert_columns`); rows too bad to read are skipped
-    here (their prediction row says why)."""
+    """One line per case that leaves columns out, naming the values assumed for them
+    (:func:`search.config.cases.complete_row`)."""
     notes = []
     for row in cases:
-        try:
-            assumed = assumed_expert_columns(row)
-        except InputError:
-            continue
+        assumed = complete_row(row)[1]
         if assumed:
             values = ", ".join(f"{k}={v}" for k, v in assumed.items())
-            notes.append(f"note: case {row.get('case_id', '')!r} (ep={row.get('ep', '')}) does "
-                         f"not give {' / '.join(assumed)}: assumed {values}")
+            notes.append(f"note: case {row.get('case_id', '')!r} leaves out "
+                         f"{', '.join(assumed)}: assumed {values}")
     return notes
 
 

@@ -10,6 +10,7 @@ sizes and line rate; the attention implementation follows the row or the softwar
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,8 @@ from search.config.compose import default_config_dir
 from simcore.errors import InputError
 
 __all__ = ["ATTENTION_IMPLS", "COARSE_EXPERTS", "FINE_GRAINED_EXPERTS", "FLASH_ERA_GPUS",
-           "MODEL_KEYS", "PLAN_KEYS", "assumed_expert_columns", "attention_impl", "build_case",
-           "case_sections", "cluster_for"]
+           "MODEL_KEYS", "NEUTRAL_COLUMNS", "PLAN_KEYS", "assumed_expert_columns",
+           "attention_impl", "build_case", "case_sections", "cluster_for", "complete_row"]
 
 _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
         "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
@@ -43,7 +44,14 @@ def _field(row: dict[str, str], key: str) -> Any:
         try:
             return int(raw)
         except ValueError:
-            raise InputError(key, raw, "must be an integer") from None
+            pass
+        try:  # "64.0": an integer column with gaps, as pandas writes it
+            number = float(raw)
+        except ValueError:
+            number = math.nan
+        if number.is_integer():
+            return int(number)
+        raise InputError(key, raw, "must be an integer")
     if key in _BOOL:
         if raw.lower() not in ("true", "false", "1", "0"):
             raise InputError(key, raw, "must be true or false")
@@ -113,6 +121,7 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
     software stack (see :func:`attention_impl`); the row's ``stack`` column (default
     ``megatron_lm``) scales the calibration (:func:`simcore.specs.stack.apply_stack`).
     """
+    row = complete_row(row)[0]
     system = cluster_for(_field(row, "gpu"))
     system.update(num_gpus=_field(row, "num_gpus"), gpus_per_node=_field(row, "gpus_per_node"))
     gbps = float(_field(row, "scaleout_gbps_per_gpu"))
@@ -122,7 +131,8 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
                                 **{k: _field(row, k) for k in MODEL_KEYS}}
     if (row.get("mlp") or "").strip():
         workload["mlp"] = row["mlp"].strip()
-    workload.update(_moe_columns(row))
+    workload.update({k: _field(row, k) for k in ("num_experts", "top_k")
+                     if (row.get(k) or "").strip()})
     optional = {k: _field(row, k) for k in ("first_stage_layers", "last_stage_layers")
                 if (row.get(k) or "").strip()}  # uneven pipeline split override (optional)
     parallel = {**{k: _field(row, k) for k in PLAN_KEYS}, **optional,
@@ -162,11 +172,64 @@ def assumed_expert_columns(row: dict[str, str]) -> dict[str, int]:
     return out
 
 
-def _moe_columns(row: dict[str, str]) -> dict[str, Any]:
-    """The ``num_experts`` / ``top_k`` of a mixture-of-experts row (experts per MoE layer,
-    experts per token): the row's optional columns, else :func:`assumed_expert_columns`."""
-    out = {k: _field(row, k) for k in ("num_experts", "top_k") if (row.get(k) or "").strip()}
-    return {**out, **assumed_expert_columns(row)}
+#: columns a row may leave empty and the value then taken: Megatron-LM's defaults (no
+#: interleaving, context or expert parallelism, ZeRO, sequence parallelism, overlap or
+#: recompute) and micro-batch 1, the value the validation rows assume where it was not published
+NEUTRAL_COLUMNS = {"vp": "1", "cp": "1", "ep": "1", "zero_stage": "0",
+                   "sequence_parallel": "false", "dp_overlap": "false",
+                   "tp_comm_overlap": "false", "recompute": "none", "micro_batch": "1"}
+
+
+def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
+    """The row with what it leaves out filled in, and what was filled (column -> value).
+
+    - :data:`NEUTRAL_COLUMNS` when empty;
+    - ``num_kv_heads`` empty: ``num_heads`` (multi-head attention, no GQA);
+    - ``dp`` empty: ``num_gpus / (tp * pp * cp)`` (CASES.md: ``num_gpus`` is always their
+      product);
+    - ``scaleout_gbps_per_gpu`` empty or 0 on one node (``num_gpus <= gpus_per_node``: no
+      traffic leaves it): the cluster preset's line rate;
+    - the expert columns of a mixture-of-experts row (:func:`assumed_expert_columns`).
+
+    Columns too bad to complete from are left as they are: building the case names them.
+    """
+    out, assumed = dict(row), {}
+
+    def fill(key: str, value: Any) -> None:
+        out[key] = str(value)
+        assumed[key] = value
+
+    def empty(key: str) -> bool:
+        return not (out.get(key) or "").strip()
+
+    for key, value in NEUTRAL_COLUMNS.items():
+        if empty(key):
+            fill(key, value)
+    try:
+        if empty("num_kv_heads") and not empty("num_heads"):
+            fill("num_kv_heads", _field(out, "num_heads"))
+        if empty("dp"):
+            model_parallel = _field(out, "tp") * _field(out, "pp") * _field(out, "cp")
+            if model_parallel > 0 and _field(out, "num_gpus") % model_parallel == 0:
+                fill("dp", _field(out, "num_gpus") // model_parallel)
+        rate = (out.get("scaleout_gbps_per_gpu") or "").strip()
+        if (rate == "" or (_is_number(rate) and float(rate) == 0.0)) and \
+                _field(out, "num_gpus") <= _field(out, "gpus_per_node"):
+            preset = cluster_for(_field(out, "gpu"))["scaleout"]["bandwidth_GBps"]
+            fill("scaleout_gbps_per_gpu", float(preset) * 8.0)
+        for key, count in assumed_expert_columns(out).items():
+            fill(key, count)
+    except InputError:
+        pass
+    return out, assumed
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def build_case(row: dict[str, str], attention: str = "auto") -> tuple[Any, Any, Any]:

@@ -1,0 +1,85 @@
+"""Case rows that leave columns out (search/config/cases.py ``complete_row``): the value each
+gets, the same prediction as the row that writes it, and a note naming it."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from search.commands.validate import assumption_notes, main, predict
+from search.config.cases import NEUTRAL_COLUMNS, complete_row
+
+ROW = dict(case_id="full", gpu="h100_80g", gpus_per_node="8", num_gpus="32",
+           scaleout_gbps_per_gpu="400", num_layers="16", hidden_size="2048", num_heads="16",
+           num_kv_heads="16", ffn_hidden_size="8192", seq_len="2048", vocab_size="32000",
+           global_batch="64", micro_batch="1", tp="2", pp="2", dp="8", vp="1", cp="1", ep="1",
+           sequence_parallel="false", recompute="none", precision="bf16", zero_stage="0",
+           dp_overlap="false", tp_comm_overlap="false")
+
+
+def _time(row: dict[str, str]) -> str:
+    out = predict(row)
+    assert out["status"] == "ok", out["error"]
+    return str(out["iter_time_s"])
+
+
+def test_a_complete_row_is_left_as_it_is():
+    assert complete_row(ROW) == (ROW, {})
+    assert assumption_notes([ROW]) == []
+
+
+@pytest.mark.parametrize("key", sorted(NEUTRAL_COLUMNS))
+def test_an_empty_or_missing_optional_column_takes_its_neutral_value(key):
+    empty = {**ROW, key: ""}
+    missing = {k: v for k, v in ROW.items() if k != key}
+    for row in (empty, missing):
+        filled, assumed = complete_row(row)
+        assert assumed == {key: NEUTRAL_COLUMNS[key]}
+        assert filled[key] == NEUTRAL_COLUMNS[key] == ROW[key]  # ROW writes the neutral values
+    assert _time(empty) == _time(missing) == _time(ROW)
+
+
+def test_kv_heads_dp_and_a_one_node_scaleout_rate_are_derived():
+    row = {**ROW, "num_kv_heads": "", "dp": ""}
+    assert complete_row(row)[1] == {"num_kv_heads": 16, "dp": 8}
+    assert _time(row) == _time(ROW)
+    one_node = {**ROW, "num_gpus": "8", "dp": "2"}
+    for rate in ("", "0", "0.0"):
+        filled, assumed = complete_row({**one_node, "scaleout_gbps_per_gpu": rate})
+        assert assumed == {"scaleout_gbps_per_gpu": 400.0}  # the DGX H100 preset: 50 GB/s
+        assert _time(filled) == _time(one_node)
+
+
+def test_what_cannot_be_derived_stays_an_error_naming_the_column():
+    out = predict({**ROW, "dp": "", "num_gpus": "30"})  # 30 GPUs are not tp * pp * cp * dp
+    assert out["status"] == "error" and out["error"].startswith("dp="), out["error"]
+    out = predict({**ROW, "scaleout_gbps_per_gpu": ""})  # 4 nodes: the rate matters
+    assert out["status"] == "error"
+    assert out["error"].startswith("scaleout_gbps_per_gpu="), out["error"]
+    out = predict({**ROW, "num_heads": "", "num_kv_heads": ""})
+    assert out["status"] == "error" and out["error"].startswith("num_heads="), out["error"]
+
+
+def test_integer_columns_written_as_floats_are_read_as_integers():
+    # pandas writes an integer column with gaps as floats
+    assert _time({**ROW, "num_gpus": "32.0", "micro_batch": "1.0"}) == _time(ROW)
+    out = predict({**ROW, "micro_batch": "1.5"})
+    assert out["status"] == "error" and out["error"].startswith("micro_batch='1.5'"), out["error"]
+
+
+def test_validate_prints_one_note_per_completed_case(tmp_path, capsys):
+    rows = [ROW, {**ROW, "case_id": "short", "vp": "", "num_kv_heads": ""}]
+    cases = tmp_path / "cases.csv"
+    with cases.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(ROW))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert main(["--cases", str(cases), "--out", str(tmp_path / "pred.csv")]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert notes == ["note: case 'short' leaves out vp, num_kv_heads: assumed vp=1, "
+                     "num_kv_heads=16"]
+    with (tmp_path / "pred.csv").open() as fh:
+        preds = list(csv.DictReader(fh))
+    assert [p["status"] for p in preds] == ["ok", "ok"]
+    assert preds[0]["iter_time_s"] == preds[1]["iter_time_s"]
