@@ -29,6 +29,7 @@ _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "
         "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers",
         "num_experts", "top_k")
 _BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
+_NAMES = ("gpu", "precision", "recompute", "attention", "stack", "mlp")
 MODEL_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size",
                "seq_len", "vocab_size")
 PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
@@ -184,6 +185,7 @@ def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
     """The row with what it leaves out filled in, and what was filled (column -> value).
 
     - :data:`NEUTRAL_COLUMNS` when empty;
+    - names (``gpu``, ``precision``, ``recompute``, ...) in lower case;
     - ``num_kv_heads`` empty: ``num_heads`` (multi-head attention, no GQA);
     - ``dp`` empty: ``num_gpus / (tp * pp * cp)`` (CASES.md: ``num_gpus`` is always their
       product);
@@ -205,6 +207,9 @@ def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
     for key, value in NEUTRAL_COLUMNS.items():
         if empty(key):
             fill(key, value)
+    for key in _NAMES:  # names are lower case ("H100_80G", "BF16" name the same thing)
+        if not empty(key):
+            out[key] = out[key].strip().lower()
     try:
         if empty("num_kv_heads") and not empty("num_heads"):
             fill("num_kv_heads", _field(out, "num_heads"))

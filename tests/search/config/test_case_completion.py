@@ -68,6 +68,12 @@ def test_integer_columns_written_as_floats_are_read_as_integers():
     assert out["status"] == "error" and out["error"].startswith("micro_batch='1.5'"), out["error"]
 
 
+def test_names_are_read_in_any_case():
+    upper = {**ROW, "gpu": " H100_80G", "precision": "BF16", "recompute": "None"}
+    assert complete_row(upper) == (ROW, {})
+    assert _time(upper) == _time(ROW)
+
+
 def test_validate_prints_one_note_per_completed_case(tmp_path, capsys):
     rows = [ROW, {**ROW, "case_id": "short", "vp": "", "num_kv_heads": ""}]
     cases = tmp_path / "cases.csv"
