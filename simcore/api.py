@@ -199,6 +199,13 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
     par, reason = check_structure(model, parallel, systems[0])
     if par is None:
         return _infeasible(b, reason)
+    if par.tp_comm_overlap and par.tp_overlap_blocks:
+        why_blocks = fid.supports("tp_overlap_blocks") or (
+            None if all(s.uniform_devices for s in systems) else
+            "parallel.tp_overlap_blocks: closed-form blocks are costed on one device type; "
+            "set it false on mixed device pools")
+        if why_blocks:
+            return _infeasible(b, why_blocks)
     stacked = np.array([bool(s.scaleout_dims) for s in systems])
     why_stacked = fid.supports("stacked_dims") if stacked.any() else None
     if why_stacked:

@@ -99,9 +99,20 @@ def workload_traces(model: Any, parallel: Any, system: Any) -> tuple[dict[int, A
     if par is None:
         raise InputError("structure", model.name, reason)
     cw = compiled_workload(model, parallel, system)
+    _pieces_only(cw)
     seconds = template_durations(cw, SystemBatch.from_specs([system]), par.precision)[:, 0]
     layout = RankLayout.of(par, system.gpus_per_node)
     return family_of(model).export_traces(cw.workload, layout, np.asarray(seconds) * 1e6)
+
+
+def _pieces_only(cw: Any) -> None:
+    """A Chakra export writes every op of the graph: closed-form blocks
+    (``parallel.tp_overlap_blocks``) have no pieces to write."""
+    from simcore.errors import InputError
+
+    if cw.blocks:
+        raise InputError("parallel.tp_overlap_blocks", True,
+                         "a Chakra export writes every piece of the TP overlap: set it false")
 
 
 def trace_model(*args: Any, **kwargs: Any) -> Any:
@@ -151,6 +162,7 @@ def write_workload(out: str, model: Any, parallel: Any, system: Any
     if par is None:
         raise InputError("structure", model.name, reason)
     cw = compiled_workload(model, parallel, system)
+    _pieces_only(cw)
     micros = np.asarray(template_durations(cw, SystemBatch.from_specs([system]),
                                            par.precision)[:, 0]) * 1e6
     layout = RankLayout.of(par, system.gpus_per_node)

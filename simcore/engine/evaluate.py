@@ -12,7 +12,7 @@ batch of one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -32,6 +32,7 @@ from simcore.engine.schedule import (
     run_chains_by_level,
 )
 from simcore.hardware import SystemBatch, attention_time_s, gemm_time_s, memory_bound_time_s
+from simcore.ir.blocks import PipelinedBlock, block_exposed_s
 from simcore.ir.graph import Graph
 from simcore.ir.ops import COMPUTE, OpTable
 from simcore.ir.runs import CondensedGraph
@@ -40,7 +41,7 @@ from simcore.network.collectives.calibrated_algorithms import algorithm_collecti
 from simcore.network.collectives.nccl import p2p_time_s
 from simcore.workloads._base import Workload
 
-__all__ = ["CompiledWorkload", "StageBreakdown", "compile_workload", "compute_scale",
+__all__ = ["CompiledWorkload", "StageBreakdown", "blocks_exposed", "compile_workload", "compute_scale",
            "evaluate_times", "kernel_durations", "node_durations", "template_durations"]
 
 FloatArray = NDArray[np.float64]
@@ -66,6 +67,9 @@ class CompiledWorkload:
     stage_pools: IntArray | None = None
     # (P,) stages whose tensor-parallel groups span pools (work split by tensor-shard ratios)
     stage_tp_split: NDArray[np.bool_] | None = None
+    # closed-form pipelined blocks (simcore.ir.blocks): their exposed-TP ops' seconds are
+    # computed per stage and point after the compute scale
+    blocks: tuple[PipelinedBlock, ...] = ()
 
     @property
     def ops(self) -> OpTable:
@@ -94,8 +98,24 @@ def compile_workload(workload: Workload) -> CompiledWorkload:
 
     Streams are read from their typed attributes (:mod:`simcore.ir.streams`): a stage's
     compute stream, its other streams (communication of a kind), and the pipeline links it
-    sends or receives on.
+    sends or receives on. Closed-form pipelined blocks (:mod:`simcore.ir.blocks`) keep their
+    TP collectives among the stage's overlappable communication (they run beside its compute
+    pieces), once per occurrence of the block's exposed op on the stage's compute stream.
     """
+    cw = _compile_graph(workload)
+    if not workload.pipelined_blocks:
+        return cw
+    overlap = cw.overlap_counts.copy()
+    for block in workload.pipelined_blocks:
+        occurrences = cw.stage_counts[:, block.exposed_template]
+        for on_compute, template in block.steps:
+            if not on_compute:
+                overlap[:, template] += occurrences
+    return replace(cw, overlap_counts=overlap, blocks=workload.pipelined_blocks)
+
+
+def _compile_graph(workload: Workload) -> CompiledWorkload:
+    """:func:`compile_workload` of the graph as generated."""
     condensed = getattr(workload, "condensed", None)
     if condensed is not None and condensed.graph is workload.graph:
         return _compile_condensed(workload, condensed.chains, _NodeLevelOf(workload.graph))
@@ -277,11 +297,16 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
     rows = max(cw.plan.num_segments, cw.plan.num_chains, 1)
     tile = int(max(16, min(b, _TILE_BYTES // (8 * rows))))
     tile = -(-b // -(-b // tile))  # equal tiles: no narrow last tile paying every level's call
+    blocks = None  # closed-form blocks: their per-step loop once per batch, not per tile
+    if cw.blocks and tile < b:
+        blocks = blocks_exposed(cw, tdur, compute_scale(cw, tdur, overlap_slowdown)[1])
     parts = []
     for lo in range(0, b, tile):
         cols = slice(lo, min(b, lo + tile))
         slow = None if overlap_slowdown is None else overlap_slowdown[..., cols]
-        parts.append(_evaluate_tile(cw, np.ascontiguousarray(tdur[:, cols]), slow))
+        parts.append(_evaluate_tile(cw, np.ascontiguousarray(tdur[:, cols]), slow,
+                                    None if blocks is None else
+                                    {u: e[:, cols] for u, e in blocks.items()}))
     if len(parts) == 1:
         return parts[0]
     return StageBreakdown(
@@ -320,13 +345,19 @@ def node_durations(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
     tmpl = graph.attr("template").astype(np.int64)
     stage = graph.attr("stage").astype(np.int64)
     comp = (cw.template_kind == COMPUTE)[tmpl]
-    return np.where(comp, col[tmpl, 0] * scale[stage, 0], col[tmpl, 0])
+    out = np.where(comp, col[tmpl, 0] * scale[stage, 0], col[tmpl, 0])
+    for template, exposed in blocks_exposed(cw, col, scale).items():
+        on = tmpl == template
+        out[on] = exposed[stage[on], 0]
+    return out
 
 
-def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None
-                   ) -> StageBreakdown:
+def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None,
+                   blocks: dict[int, FloatArray] | None = None) -> StageBreakdown:
     is_comp = cw.template_kind == COMPUTE
     busy, scale = compute_scale(cw, tdur, slowdown)
+    if blocks is None:
+        blocks = blocks_exposed(cw, tdur, scale)
     times: LevelTimes | TableTimes
     if tdur.shape[1] >= _DISTINCT_MIN_B:  # the same sums, once per distinct segment row
         rows, row_stage, _ = cw.distinct_segments
@@ -334,18 +365,43 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
         seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
         table = cw.segment_table
         b = tdur.shape[1]
-        np.add(seg_comp * scale[row_stage], seg_other, out=table.rows_buffer(b))
+        buf = table.rows_buffer(b)
+        np.add(seg_comp * scale[row_stage], seg_other, out=buf)
+        if blocks:
+            buf += _per_stage_rows(rows, row_stage, blocks)
         times = table.run(b)
     else:
         seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
         seg_dur = seg_comp * scale[cw.seg_stage] + seg_other
+        if blocks:
+            seg_dur += _per_stage_rows(cw.seg_counts, cw.seg_stage, blocks)
         times = run_chains_by_level(cw.plan, seg_dur, overwrite=True)  # seg_dur is ours
-    return _breakdown(cw, tdur, times, busy * scale)
+    return _breakdown(cw, tdur, times, busy * scale, blocks)
+
+
+def blocks_exposed(cw: CompiledWorkload, tdur: FloatArray, scale: FloatArray
+                   ) -> dict[int, FloatArray]:
+    """Exposed-TP op template -> (P, B) seconds of each closed-form block on each stage
+    (:func:`simcore.ir.blocks.block_exposed_s`); empty without blocks."""
+    return {b.exposed_template: block_exposed_s(b, tdur, scale) for b in cw.blocks}
+
+
+def _per_stage_rows(counts: sps.csr_matrix, row_stage: IntArray,
+                    blocks: dict[int, FloatArray]) -> FloatArray:
+    """(N, B) seconds of the blocks' exposed ops in each row of ``counts`` (N, U), each row
+    costed on its stage."""
+    b = next(iter(blocks.values())).shape[1]
+    out = np.zeros((counts.shape[0], b))
+    for template, exposed in blocks.items():
+        col = np.asarray(counts[:, template].toarray()).reshape(-1)
+        nz = np.flatnonzero(col)
+        out[nz] += col[nz, None] * exposed[row_stage[nz]]
+    return out
 
 
 def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes | TableTimes,
-               busy: FloatArray) -> StageBreakdown:
+               busy: FloatArray, blocks: dict[int, FloatArray] | None = None) -> StageBreakdown:
     """Breakdown on the stage with the most compute (ties: the first), per design point."""
     total = times.makespan(cw.plan)
     b = total.shape[0]
@@ -358,6 +414,9 @@ def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes | Table
         counts = cw.stage_counts[s]
         for ki, k in enumerate(COMM_KINDS):  # blocking collectives on the compute stream
             exposed[k][cols] += ((counts * (cw.template_kind == ki)) @ tdur)[cols]
+        for template, seconds in (blocks or {}).items():  # closed-form blocks' exposed TP
+            exposed[COMM_KINDS[cw.template_kind[template]]][cols] += \
+                counts[template] * seconds[s, cols]
         # gather only this stage's chains (rows first), columns only when the pick is mixed
         cc = cw.compute_chains[s]
         parts = [cc, *cw.comm_chains[s].values()]

@@ -24,7 +24,7 @@ from simcore.workloads._base import Workload
 __all__ = ["FEATURES", "Fidelity"]
 
 #: features a fidelity may not model (:meth:`Fidelity.supports`)
-FEATURES = ("memory_offload", "mixed_devices", "stacked_dims")
+FEATURES = ("memory_offload", "mixed_devices", "stacked_dims", "tp_overlap_blocks")
 
 FloatArray = NDArray[np.float64]
 

@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.ir.blocks import PipelinedBlock
 from simcore.ir.graph import Graph
 from simcore.ir.ops import OpTable
 from simcore.specs.parallel import ParallelSpec
@@ -41,6 +42,8 @@ class Workload:
         dp_overlap: whether data-parallel communication may overlap the stage's compute (else it
             runs after the pipeline flush and is not counted as overlappable).
         stage_device: per stage, the index of the device pool its ranks run on (empty: pool 0).
+        pipelined_blocks: ops whose duration is a closed-form makespan of pipelined pieces
+            (:mod:`simcore.ir.blocks`), computed by the engine per stage and point.
     """
 
     graph: Graph
@@ -49,6 +52,7 @@ class Workload:
     in_flight: tuple[int, ...]
     dp_overlap: bool = True
     stage_device: tuple[int, ...] = ()
+    pipelined_blocks: tuple[PipelinedBlock, ...] = ()
 
     def device_of(self, stage: int) -> int:
         """Device pool of pipeline stage ``stage``."""

@@ -11,13 +11,15 @@ it needs (ring attention; Liu et al. 2023, as Megatron-Core's context parallelis
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from simcore.ir.blocks import PipelinedBlock
 from simcore.ir.graph import GraphBuilder, NodeKind
 from simcore.ir.ops import COMPUTE, OpTable
 from simcore.ir.streams import Stream, StreamKind
-from simcore.workloads.transformer.layers import Step
+from simcore.workloads.transformer.layers import LayerOps, Step
 
-__all__ = ["TP_OVERLAP_CHUNKS", "Emitter"]
+__all__ = ["TP_OVERLAP_CHUNKS", "Emitter", "close_overlap_blocks"]
 
 TP_OVERLAP_CHUNKS = 4
 
@@ -96,3 +98,49 @@ class Emitter:
         self.comp(chunk, pending)
         for j in range(1, n):
             self.comp(chunk, [sends[j - 1]])
+
+
+def close_overlap_blocks(lo: LayerOps, ops: OpTable) -> tuple[LayerOps, tuple[PipelinedBlock, ...]]:
+    """``lo`` with every run of steps that :meth:`Emitter.steps` cuts into pieces (compute
+    steps and TP collectives) replaced by one closed-form block (:mod:`simcore.ir.blocks`):
+    a compute step of the run's GEMM work, then a TP collective step of its exposed time.
+    Emitted without ``overlap_tp``, the steps are plain runs. Returns the blocks, one per
+    distinct run."""
+    blocks: dict[int, PipelinedBlock] = {}
+
+    def close(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+        out: list[Step] = []
+        run: list[Step] = []
+        for step in (*steps, ("end",)):
+            if step[0] in ("tp", "c"):
+                run.append(step)
+                continue
+            if run:
+                out += _closed(run, ops, blocks)
+                run = []
+            if step[0] != "end":
+                out.append(step)
+        return tuple(out)
+
+    closed = replace(lo, fwd=close(lo.fwd), bwd=close(lo.bwd), recompute=close(lo.recompute),
+                     head_fwd=close(lo.head_fwd), head_bwd=close(lo.head_bwd))
+    return closed, tuple(blocks.values())
+
+
+def _closed(run: list[Step], ops: OpTable, blocks: dict[int, PipelinedBlock]) -> list[Step]:
+    """The compute step and the exposed-TP step of one run of cut steps."""
+    compute = [t for kind, t in run if kind == "c"]
+    comm = [t for kind, t in run if kind == "tp"]
+    out: list[Step] = []
+    if compute:
+        parts = [part for t in compute for part in ops.templates[t]]
+        name = "tp_overlap_compute[" + "+".join(ops.template_names[t] for t in compute) + "]"
+        out.append(("c", ops.template(name, parts)))
+    if comm:
+        steps = tuple((kind == "c", int(t)) for kind, t in run)
+        name = "tp_overlap_exposed[" + ",".join(
+            f"{'c' if c else 'tp'}:{ops.template_names[t]}#{t}" for c, t in steps) + "]"
+        exposed = ops.template(name, [], ops.template_kind[comm[0]])
+        blocks.setdefault(exposed, PipelinedBlock(exposed, steps, TP_OVERLAP_CHUNKS))
+        out.append(("tp", exposed))
+    return out

@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.errors import InputError
+from simcore.ir.blocks import PipelinedBlock
 from simcore.ir.graph import CommType, Graph, GraphBuilder, LazyGraph, NodeKind
 from simcore.ir.intsets import unique_sorted
 from simcore.ir.ops import OpTable
@@ -55,7 +56,7 @@ from simcore.workloads.pipeline import (
     stage_program,
     stage_program_arrays,
 )
-from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter
+from simcore.workloads.transformer.emitter import TP_OVERLAP_CHUNKS, Emitter, close_overlap_blocks
 from simcore.workloads.transformer.layers import LayerOps, Step, build_layer_ops
 from simcore.workloads.transformer.replay import (
     MARKS,
@@ -209,6 +210,11 @@ class _Generator:
             k = self.ops.kernel("mem", self.layer_params * acc)
             step = ("c", self.ops.template("grad_accumulate", [(k, 1.0)]))
             self.lops = replace(self.lops, bwd=(*self.lops.bwd, step))
+        # TP overlap as pieces (the emitter cuts steps) or as closed-form blocks (plain steps)
+        self.pieces = par.tp_comm_overlap and not par.tp_overlap_blocks
+        self.blocks: tuple[PipelinedBlock, ...] = ()
+        if par.tp_comm_overlap and par.tp_overlap_blocks:
+            self.lops, self.blocks = close_overlap_blocks(self.lops, self.ops)
 
     def _templates(self) -> None:
         m, p, ops = self.model, self.par, self.ops
@@ -367,11 +373,11 @@ class _Generator:
             gather = self.gathers.pop((op.chunk, j), None)
             if gather is not None:
                 deps.append(gather)
-            e.steps(lo.fwd, self.par.tp_comm_overlap, deps)
+            e.steps(lo.fwd, self.pieces, deps)
             e.marks.append(e.last)
             deps = []
         if v == self.V - 1:
-            e.steps(lo.head_fwd, self.par.tp_comm_overlap, deps)
+            e.steps(lo.head_fwd, self.pieces, deps)
         if v < self.V - 1:
             self._send(e, self.send_id(True, op.micro_batch, v), v + 1)
 
@@ -379,7 +385,7 @@ class _Generator:
         lo, p = self.lops, self.par
         deps = [self.send_id(False, op.micro_batch, v + 1)] if v < self.V - 1 else []
         if v == self.V - 1:
-            e.steps(lo.head_bwd, p.tp_comm_overlap, deps)
+            e.steps(lo.head_bwd, self.pieces, deps)
             deps = []
         reduce_now = self._reduces(op, v) > 0 and p.dp_overlap
         grads: list[int] = []
@@ -387,9 +393,9 @@ class _Generator:
             if p.zero_stage == 3:
                 deps.append(self._zero3_gather(e, dp))
             if lo.recompute:
-                e.steps(lo.recompute, p.tp_comm_overlap, deps)
+                e.steps(lo.recompute, self.pieces, deps)
                 deps = []
-            e.steps(lo.bwd, p.tp_comm_overlap, deps)
+            e.steps(lo.bwd, self.pieces, deps)
             e.marks.append(e.last)
             deps = []
             if reduce_now:
@@ -441,7 +447,7 @@ class _RunGenerator(_Generator):
         self._recorded: dict[tuple[int, int], RecordedPass] = {}  # (stage, kind key) -> pass
 
     def _unit(self, steps: tuple[Step, ...]) -> int | None:
-        return _unit_of(self.rb, steps, self.par.tp_comm_overlap)
+        return _unit_of(self.rb, steps, self.pieces)
 
     def plan_batched(self) -> bool:
         """The whole plan is one :meth:`RunBuilder.runs` batch (:meth:`_plan_batch`): no
@@ -882,7 +888,7 @@ class _RunGenerator(_Generator):
             e.run(self.fwd_unit, n, deps)
             deps = []
         if v == self.V - 1:
-            e.steps(lo.head_fwd, self.par.tp_comm_overlap, deps)
+            e.steps(lo.head_fwd, self.pieces, deps)
         if v < self.V - 1:
             self._send(e, self.send_id(True, op.micro_batch, v), v + 1)
 
@@ -894,7 +900,7 @@ class _RunGenerator(_Generator):
         lo = self.lops
         deps = [self.send_id(False, op.micro_batch, v + 1)] if v < self.V - 1 else []
         if v == self.V - 1:
-            e.steps(lo.head_bwd, p.tp_comm_overlap, deps)
+            e.steps(lo.head_bwd, self.pieces, deps)
             deps = []
         n = self.chunk_layers[v]
         grads: list[int] = []
@@ -1001,7 +1007,7 @@ def build_transformer(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: i
     return TransformerWorkload(graph=graph, ops=gen.ops, num_stages=parallel.pp,
                                in_flight=flights, layers_per_chunk=max(gen.chunk_layers),
                                dp_overlap=parallel.dp_overlap, chunk_layers=gen.chunk_layers,
-                               condensed=Condensed(graph, chains))
+                               condensed=Condensed(graph, chains), pipelined_blocks=gen.blocks)
 
 
 def build_transformer_nodes(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: int
@@ -1011,4 +1017,5 @@ def build_transformer_nodes(model: ModelSpec, parallel: ParallelSpec, gpus_per_n
     flights = gen.emit_plan()
     return TransformerWorkload(graph=gen.b.build(), ops=gen.ops, num_stages=parallel.pp,
                                in_flight=flights, layers_per_chunk=max(gen.chunk_layers),
-                               dp_overlap=parallel.dp_overlap, chunk_layers=gen.chunk_layers)
+                               dp_overlap=parallel.dp_overlap, chunk_layers=gen.chunk_layers,
+                               pipelined_blocks=gen.blocks)
