@@ -5,6 +5,9 @@ bandwidth range(25,401,25) x scale-up bandwidth range(150,901,50) x HBM bandwidt
 range(1500,3501,100) x bf16 peak range(300,1001,35) = 16 x 16 x 21 x 21 = 112,896 points, on
 - ``gpt3``: GPT-3 175B (``workload=gpt3_175b``), Megatron TP=8 x PP=8
   (``parallel=megatron_tp8_pp8``, global batch 1536), 1,024 A100s: the GPT-3-scale sweep;
+- ``gpt3_overlap``: the same with Megatron's TP communication overlap, each run of overlapped
+  steps one closed-form block (``parallel.tp_overlap_blocks``; as pieces a point costs ~500x
+  more);
 - ``tiny``: ``workload=gpt_tiny`` on one 8-GPU node, where the engine is cheap, so the rate shows
   the ceiling of the orchestration itself (plan, materialize specs, Ray, parquet, MLflow).
 
@@ -37,7 +40,7 @@ template product ~15 ms instead of ~0.1 ms, only in the in-process baseline.
 Batches: ``--batch-size`` (``sweep.batch_size``), by default ``auto`` as in the default sweep
 (guided sizes from 8,192 points down to 64, ``search.sweep.driver.guided_batch_size``); the
 baseline and the ceiling then time the first guided batches (8,192 points on the grids here).
-Usage: ``python scripts/bench_sweep.py [--case gpt3|tiny|all] [--points N] [--batch-size B]
+Usage: ``python scripts/bench_sweep.py [--case gpt3|gpt3_overlap|tiny|all] [--points N] [--batch-size B]
 [--repeats R]``
 (``--points`` draws N random points over the same axes instead of the full grid: a quick run).
 """
@@ -74,6 +77,10 @@ CASES = {
     "gpt3": ("GPT-3 175B, 1,024 A100s, TP8 PP8", [
         "workload=gpt3_175b", "parallel=megatron_tp8_pp8", "system=dgx_a100_80g",
         "system.num_gpus=1024", *HARDWARE]),
+    "gpt3_overlap": ("GPT-3 175B, TP8 PP8, TP overlap as blocks", [
+        "workload=gpt3_175b", "parallel=megatron_tp8_pp8", "system=dgx_a100_80g",
+        "system.num_gpus=1024", "parallel.tp_comm_overlap=true",
+        "parallel.tp_overlap_blocks=true", *HARDWARE]),
     "tiny": ("tiny GPT, 8 A100s (pipeline ceiling)", [
         "workload=gpt_tiny", "system=dgx_a100_80g", *HARDWARE]),
 }
