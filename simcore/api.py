@@ -199,10 +199,10 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
     par, reason = check_structure(model, parallel, systems[0])
     if par is None:
         return _infeasible(b, reason)
-    if par.tp_comm_overlap and par.tp_overlap_blocks:
-        why_blocks = fid.supports("tp_overlap_blocks") or (
+    if par.overlap_blocks and (par.tp_comm_overlap or par.cp > 1):
+        why_blocks = fid.supports("overlap_blocks") or (
             None if all(s.uniform_devices for s in systems) else
-            "parallel.tp_overlap_blocks: closed-form blocks are costed on one device type; "
+            "parallel.overlap_blocks: closed-form blocks are costed on one device type; "
             "set it false on mixed device pools")
         if why_blocks:
             return _infeasible(b, why_blocks)

@@ -107,12 +107,13 @@ def workload_traces(model: Any, parallel: Any, system: Any) -> tuple[dict[int, A
 
 def _pieces_only(cw: Any) -> None:
     """A Chakra export writes every op of the graph: closed-form blocks
-    (``parallel.tp_overlap_blocks``) have no pieces to write."""
+    (``parallel.overlap_blocks``) have no pieces to write."""
     from simcore.errors import InputError
 
     if cw.blocks:
-        raise InputError("parallel.tp_overlap_blocks", True,
-                         "a Chakra export writes every piece of the TP overlap: set it false")
+        raise InputError("parallel.overlap_blocks", True,
+                         "a Chakra export writes every piece of the TP overlap and CP rings: "
+                         "set it false")
 
 
 def trace_model(*args: Any, **kwargs: Any) -> Any:

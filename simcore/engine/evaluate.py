@@ -99,8 +99,8 @@ def compile_workload(workload: Workload) -> CompiledWorkload:
     Streams are read from their typed attributes (:mod:`simcore.ir.streams`): a stage's
     compute stream, its other streams (communication of a kind), and the pipeline links it
     sends or receives on. Closed-form pipelined blocks (:mod:`simcore.ir.blocks`) keep their
-    TP collectives among the stage's overlappable communication (they run beside its compute
-    pieces), once per occurrence of the block's exposed op on the stage's compute stream.
+    communication pieces among the stage's overlappable communication (they run beside its
+    compute pieces), once per occurrence of the block's exposed op on its compute stream.
     """
     cw = _compile_graph(workload)
     if not workload.pipelined_blocks:
@@ -108,9 +108,9 @@ def compile_workload(workload: Workload) -> CompiledWorkload:
     overlap = cw.overlap_counts.copy()
     for block in workload.pipelined_blocks:
         occurrences = cw.stage_counts[:, block.exposed_template]
-        for on_compute, template in block.steps:
-            if not on_compute:
-                overlap[:, template] += occurrences
+        for piece in block.pieces:
+            if not piece.on_compute:
+                overlap[:, piece.template] += occurrences * piece.fraction
     return replace(cw, overlap_counts=overlap, blocks=workload.pipelined_blocks)
 
 

@@ -24,7 +24,7 @@ from simcore.workloads._base import Workload
 __all__ = ["FEATURES", "Fidelity"]
 
 #: features a fidelity may not model (:meth:`Fidelity.supports`)
-FEATURES = ("memory_offload", "mixed_devices", "stacked_dims", "tp_overlap_blocks")
+FEATURES = ("memory_offload", "mixed_devices", "stacked_dims", "overlap_blocks")
 
 FloatArray = NDArray[np.float64]
 

@@ -1,29 +1,33 @@
-"""Pipelined overlap blocks in closed form: one op instead of a grid of pieces.
+"""Pipelined overlap blocks in closed form: one op instead of a graph of pieces.
 
-Megatron-LM's TP communication overlap cuts every GEMM step and TP collective of a run of
-such steps into ``n`` pieces pipelined across two in-order streams (compute, tp): piece ``j``
-of step ``k`` waits for piece ``j`` of step ``k - 1`` and for the piece before it on its own
-stream (:mod:`simcore.workloads.transformer.emitter`). As a graph that is ``n`` nodes per step,
-each heading its own chain, and a hardware sweep walks all of them for every point.
+Two overlaps are modelled as small graphs of pieces on two in-order streams, the compute
+stream and one communication stream (:mod:`simcore.workloads.transformer.emitter`):
+- Megatron-LM's TP communication overlap cuts every GEMM step and TP collective of a run of
+  such steps into ``n`` pieces: piece ``j`` of step ``k`` waits for piece ``j`` of step ``k - 1``
+  and for the piece before it on its own stream;
+- a context-parallel ring (Liu et al. 2023, ring attention) runs the attention core in ``n``
+  chunks: chunk ``j`` waits for the ``j``-th KV block, received in turn on the cp stream.
+As a graph every piece heads its own chain, and a hardware sweep walks all of them for every
+point (GPT-3 175B, tp 8, pp 8 with TP overlap: ~1 million chains, against ~5,700 without).
 
-A block touches the rest of the iteration only at its ends: its first pieces wait for the op
-before it, nothing else runs on its streams while it runs, and the op after it waits for its
-last pieces. So it is one op whose duration is the makespan of its grid (``span``), a
-max-plus recurrence over the pieces::
+Such a block touches the rest of the iteration only at its ends: its first pieces wait for the
+op before it, nothing else runs on its two streams while it runs, and the op after it waits
+for its last pieces. So it is one op whose duration is the makespan of its pieces (``span``),
+a max-plus recurrence in program order::
 
-    finish(k, j) = max(finish(k, j - 1) or the stream's last finish, finish(k - 1, j)) + d_k / n
+    finish(i) = max(finish of the last piece on i's stream, finish of i's dependencies) + d_i
 
-computed here for a batch of points at once. Its compute pieces are stretched by the stage's
-overlap slowdown like any compute; its communication still counts as overlappable (it runs
-beside the compute pieces). The op is emitted as two ops on the compute stream: the block's
-compute (the sum of its GEMM steps) and a TP collective whose duration is ``span - compute``,
-the TP time the pipeline could not hide. Inside a block some piece always runs (the
-recurrence's longest path covers the span), so that difference is exactly the time the tp
-stream runs alone: the exposed TP time of the piece graph.
+computed here per stage and for a batch of points at once. Its compute pieces are stretched by
+the stage's overlap slowdown like any compute; its communication still counts as overlappable
+(it runs beside the compute pieces). The block is emitted as two ops on the compute stream: the
+block's compute (its GEMM steps or attention core, whole) and a collective of the block's kind
+whose duration is ``span - compute``: inside a block some piece always runs (the recurrence's
+longest path covers the span), so that difference is exactly the time the communication stream
+runs alone, the block's exposed communication in the piece graph.
 
 Same iteration times as the piece graph up to rounding (the sums are taken in another order:
-~1e-15 relative); the breakdown may move exposed time between communication kinds where a DP
-or PP transfer runs beside a block's exposed TP time (it counts as covered here, as beside any
+~1e-13 relative); the breakdown may move exposed time between communication kinds where a DP
+or PP transfer runs beside a block's exposed time (it counts as covered here, as beside any
 blocking collective).
 """
 
@@ -34,51 +38,84 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["PipelinedBlock", "block_exposed_s"]
+__all__ = ["Piece", "PipelinedBlock", "block_exposed_s"]
 
 FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class PipelinedBlock:
-    """A run of steps cut into ``pieces`` pieces pipelined across the compute and tp streams.
+class Piece:
+    """One piece of a block, in program order.
 
     Attributes:
-        exposed_template: the template of the block's exposed TP op (no kernels: its
-            duration is :func:`block_exposed_s`).
-        steps: per step in program order, (on the compute stream, template of the whole step).
-        pieces: pieces per step.
+        on_compute: on the compute stream (else on the block's communication stream).
+        template: the template whose duration ``fraction`` of is the piece's.
+        fraction: the piece's share of the template.
+        deps: earlier pieces of the block it waits for, besides the piece before it on its
+            stream.
+    """
+
+    on_compute: bool
+    template: int
+    fraction: float
+    deps: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PipelinedBlock:
+    """Pieces on the compute stream and one communication stream, replaced by one op.
+
+    Attributes:
+        exposed_template: the template of the block's exposed-communication op (no kernels:
+            its duration is :func:`block_exposed_s`).
+        pieces: the pieces in program order.
     """
 
     exposed_template: int
-    steps: tuple[tuple[bool, int], ...]
-    pieces: int
+    pieces: tuple[Piece, ...]
+
+    @classmethod
+    def pipelined_steps(cls, exposed_template: int, steps: tuple[tuple[bool, int], ...],
+                        n: int) -> PipelinedBlock:
+        """Steps (on the compute stream, template) each cut into ``n`` pieces, piece ``j`` of
+        a step waiting for piece ``j`` of the step before (TP communication overlap)."""
+        pieces = [Piece(on, t, 1.0 / n, (n * (k - 1) + j,) if k else ())
+                  for k, (on, t) in enumerate(steps) for j in range(n)]
+        return cls(exposed_template, tuple(pieces))
+
+    @classmethod
+    def ring(cls, exposed_template: int, whole_template: int, block_template: int, n: int
+             ) -> PipelinedBlock:
+        """A ring of ``n`` chunks of ``whole_template`` (computed, each ``1 / n`` of it) beside
+        ``n - 1`` transfers of ``block_template``: chunk ``j`` waits for the ``j``-th transfer
+        (ring attention)."""
+        sends = [Piece(False, block_template, 1.0) for _ in range(n - 1)]
+        chunks = [Piece(True, whole_template, 1.0 / n, (j - 1,) if j else ()) for j in range(n)]
+        return cls(exposed_template, (*sends, *chunks))
 
 
 def block_exposed_s(block: PipelinedBlock, tdur: FloatArray, scale: FloatArray) -> FloatArray:
-    """(P, B) exposed TP seconds of ``block`` on each stage: its span minus its compute.
+    """(P, B) exposed communication seconds of ``block`` on each stage: its span minus its
+    compute.
 
     Args:
-        tdur: (U, B) seconds of every template (the steps' whole durations).
+        tdur: (U, B) seconds of every template.
         scale: (P, B) factor stretching each stage's compute (the overlap slowdown).
     """
-    n = block.pieces
     p, b = scale.shape
     last = {True: np.zeros((p, b)), False: np.zeros((p, b))}  # each stream's last finish
-    prev: list[FloatArray] | None = None
+    finish: list[FloatArray] = []
     compute = np.zeros((p, b))
-    for on_compute, template in block.steps:
-        whole = tdur[template] * scale if on_compute else np.broadcast_to(tdur[template], (p, b))
-        if on_compute:
-            compute += whole
-        piece = whole / n
-        finish = last[on_compute]
-        out = []
-        for j in range(n):
-            start = finish if prev is None else np.maximum(finish, prev[j])
-            finish = start + piece
-            out.append(finish)
-        last[on_compute] = finish
-        prev = out
+    for piece in block.pieces:
+        d = tdur[piece.template] * piece.fraction
+        if piece.on_compute:
+            d = d * scale
+            compute += d
+        start = last[piece.on_compute]
+        for dep in piece.deps:
+            start = np.maximum(start, finish[dep])
+        end = start + d
+        finish.append(end)
+        last[piece.on_compute] = end
     span = np.maximum(last[True], last[False])
     return np.asarray(np.maximum(span - compute, 0.0))

@@ -52,11 +52,13 @@ class ParallelSpec:
             layer's forward and backward, every micro-batch).
         dp_overlap: overlap gradient reduction (and ZeRO-3 gathers) with compute.
         tp_comm_overlap: overlap TP collectives with the neighbouring GEMMs (chunked).
-        tp_overlap_blocks: with ``tp_comm_overlap``, model each run of overlapped steps as
-            one block whose duration is its pieces' makespan in closed form
+        overlap_blocks: model each group of pieces pipelined across two streams, every run
+            of TP-overlapped steps (with ``tp_comm_overlap``) and every context-parallel ring
+            (``cp`` > 1), as one block whose duration is the pieces' makespan in closed form
             (:mod:`simcore.ir.blocks`) instead of a graph of pieces: the same iteration times
-            up to rounding, a graph ~200x smaller (hardware sweeps and new plans ~100x faster);
-            no Chakra export or timeline of the pieces, calibrated fidelity on one device type.
+            up to rounding, a graph up to ~200x smaller (GPT-3 175B: hardware sweeps 100-1,000x
+            and new plans ~20-200x faster); no Chakra export of the pieces, calibrated fidelity
+            on one device type.
         precision: compute precision of the GEMMs (``fp16``, ``bf16``, ``fp8``, ...).
         flash_attention: fused (flash) attention core; false = Megatron-LM's unfused core
             (as in Narayanan et al. 2021 and Korthikanti et al. 2022).
@@ -105,7 +107,7 @@ class ParallelSpec:
     zero_stage: int = 0
     dp_overlap: bool = True
     tp_comm_overlap: bool = False
-    tp_overlap_blocks: bool = False
+    overlap_blocks: bool = False
     precision: str = "bf16"
     flash_attention: bool = True
     grad_accumulation_fusion: bool = True
@@ -123,7 +125,7 @@ class ParallelSpec:
         for key in ("dp", "first_stage_layers", "last_stage_layers"):
             if getattr(self, key) is not None:
                 _positive_int(getattr(self, key), p + key)
-        for key in ("sequence_parallel", "dp_overlap", "tp_comm_overlap", "tp_overlap_blocks",
+        for key in ("sequence_parallel", "dp_overlap", "tp_comm_overlap", "overlap_blocks",
                     "flash_attention",
                     "grad_accumulation_fusion", "bf16_optimizer"):
             require(isinstance(getattr(self, key), bool), p + key, getattr(self, key),

@@ -51,9 +51,9 @@ class AstraFidelity:
             return ("system.scaleout_dims: the astra fidelity exports two network dimensions "
                     "(scale-up, scale-out); use fidelity=calibrated for stacked inter-package "
                     "dimensions")
-        if feature == "tp_overlap_blocks":
-            return ("parallel.tp_overlap_blocks: the astra fidelity costs the exported pieces of "
-                    "the TP overlap; set it false")
+        if feature == "overlap_blocks":
+            return ("parallel.overlap_blocks: the astra fidelity costs the exported pieces of "
+                    "the TP overlap and CP rings; set it false")
         if feature == "mixed_devices":
             return ("system.pools: the astra fidelity has one device type (ASTRA-sim's roofline "
                     "is global); use fidelity=calibrated for mixed device pools")

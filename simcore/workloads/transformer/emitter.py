@@ -100,25 +100,29 @@ class Emitter:
             self.comp(chunk, [sends[j - 1]])
 
 
-def close_overlap_blocks(lo: LayerOps, ops: OpTable) -> tuple[LayerOps, tuple[PipelinedBlock, ...]]:
-    """``lo`` with every run of steps that :meth:`Emitter.steps` cuts into pieces (compute
-    steps and TP collectives) replaced by one closed-form block (:mod:`simcore.ir.blocks`):
-    a compute step of the run's GEMM work, then a TP collective step of its exposed time.
-    Emitted without ``overlap_tp``, the steps are plain runs. Returns the blocks, one per
-    distinct run."""
+def close_overlap_blocks(lo: LayerOps, ops: OpTable, tp_runs: bool
+                         ) -> tuple[LayerOps, tuple[PipelinedBlock, ...]]:
+    """``lo`` with its pieces replaced by closed-form blocks (:mod:`simcore.ir.blocks`): every
+    context-parallel ring (an ``attn`` step of ``n > 1`` chunks) and, with ``tp_runs``, every
+    run of steps that :meth:`Emitter.steps` cuts into pieces for TP overlap (compute steps and
+    TP collectives). A block becomes a compute step of its work (the GEMMs, the whole attention
+    core) and a collective step of its exposed time; emitted without ``overlap_tp``, the steps
+    are plain runs. Returns the blocks, one per distinct exposed step."""
     blocks: dict[int, PipelinedBlock] = {}
 
     def close(steps: tuple[Step, ...]) -> tuple[Step, ...]:
         out: list[Step] = []
         run: list[Step] = []
         for step in (*steps, ("end",)):
-            if step[0] in ("tp", "c"):
+            if tp_runs and step[0] in ("tp", "c"):
                 run.append(step)
                 continue
             if run:
-                out += _closed(run, ops, blocks)
+                out += _closed_run(run, ops, blocks)
                 run = []
-            if step[0] != "end":
+            if step[0] == "attn" and step[3] > 1:
+                out += _closed_ring(step, ops, blocks)
+            elif step[0] != "end":
                 out.append(step)
         return tuple(out)
 
@@ -127,7 +131,8 @@ def close_overlap_blocks(lo: LayerOps, ops: OpTable) -> tuple[LayerOps, tuple[Pi
     return closed, tuple(blocks.values())
 
 
-def _closed(run: list[Step], ops: OpTable, blocks: dict[int, PipelinedBlock]) -> list[Step]:
+def _closed_run(run: list[Step], ops: OpTable, blocks: dict[int, PipelinedBlock]
+                ) -> list[Step]:
     """The compute step and the exposed-TP step of one run of cut steps."""
     compute = [t for kind, t in run if kind == "c"]
     comm = [t for kind, t in run if kind == "tp"]
@@ -141,6 +146,17 @@ def _closed(run: list[Step], ops: OpTable, blocks: dict[int, PipelinedBlock]) ->
         name = "tp_overlap_exposed[" + ",".join(
             f"{'c' if c else 'tp'}:{ops.template_names[t]}#{t}" for c, t in steps) + "]"
         exposed = ops.template(name, [], ops.template_kind[comm[0]])
-        blocks.setdefault(exposed, PipelinedBlock(exposed, steps, TP_OVERLAP_CHUNKS))
+        blocks.setdefault(exposed, PipelinedBlock.pipelined_steps(exposed, steps,
+                                                                  TP_OVERLAP_CHUNKS))
         out.append(("tp", exposed))
     return out
+
+
+def _closed_ring(step: Step, ops: OpTable, blocks: dict[int, PipelinedBlock]) -> list[Step]:
+    """The whole attention core and the exposed-CP step of one ring (:meth:`Emitter._attention`:
+    ``n - 1`` KV blocks received in turn, chunk ``j`` waiting for the ``j``-th)."""
+    _, core, kv, n = step
+    name = f"cp_ring_exposed[{ops.template_names[core]}#{core},{ops.template_names[kv]}#{kv},{n}]"
+    exposed = ops.template(name, [], ops.template_kind[kv])
+    blocks.setdefault(exposed, PipelinedBlock.ring(exposed, core, kv, int(n)))
+    return [("c", core), ("cp", exposed)]

@@ -210,11 +210,12 @@ class _Generator:
             k = self.ops.kernel("mem", self.layer_params * acc)
             step = ("c", self.ops.template("grad_accumulate", [(k, 1.0)]))
             self.lops = replace(self.lops, bwd=(*self.lops.bwd, step))
-        # TP overlap as pieces (the emitter cuts steps) or as closed-form blocks (plain steps)
-        self.pieces = par.tp_comm_overlap and not par.tp_overlap_blocks
+        # TP overlap and CP rings as pieces (the emitter cuts steps) or as closed-form blocks
+        self.pieces = par.tp_comm_overlap and not par.overlap_blocks
         self.blocks: tuple[PipelinedBlock, ...] = ()
-        if par.tp_comm_overlap and par.tp_overlap_blocks:
-            self.lops, self.blocks = close_overlap_blocks(self.lops, self.ops)
+        if par.overlap_blocks:
+            self.lops, self.blocks = close_overlap_blocks(self.lops, self.ops,
+                                                          par.tp_comm_overlap)
 
     def _templates(self) -> None:
         m, p, ops = self.model, self.par, self.ops

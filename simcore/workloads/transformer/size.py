@@ -4,7 +4,7 @@ Counts what :mod:`simcore.workloads.transformer.generator` emits (one representa
 pipeline stage; the other ranks of a stage run the same program and add no nodes): per
 micro-batch and layer, the forward, recompute and backward steps (a step cut into
 ``TP_OVERLAP_CHUNKS`` pieces with TP overlap, a ring-attention step into ``2n - 1`` nodes, a
-``sync`` after cut steps; with ``tp_overlap_blocks`` two plain ops per run of cut steps instead);
+``sync`` after cut steps; with ``overlap_blocks`` two plain ops per run of cut steps or ring);
 per layer the gradient reductions and parameter gathers of the ZeRO
 stage; per pass the embedding or output layer and the pipeline send; per stage the embedding
 reductions and the optimizer step. The builder condenses a pass's layers into one run when their
@@ -59,8 +59,8 @@ def transformer_graph_nodes(model: ModelSpec, parallel: ParallelSpec, gpus_per_n
     ops = OpTable()
     lo = build_layer_ops(model, par, RankLayout.of(par, gpus_per_node).spans(), ops)
     ov = par.tp_comm_overlap
-    if ov and par.tp_overlap_blocks:  # closed-form blocks: plain steps
-        lo, ov = close_overlap_blocks(lo, ops)[0], False
+    if par.overlap_blocks:  # closed-form blocks: plain steps
+        lo, ov = close_overlap_blocks(lo, ops, ov)[0], False
     m, layers, zero = par.num_micro_batches, model.num_layers, par.zero_stage
     g = 2 if model.is_moe else 1  # dense and expert parameter groups
     runs = (condensed and zero != 3 and _condensable(lo.fwd, ov)

@@ -1,5 +1,6 @@
-"""TP overlap as closed-form blocks (``parallel.tp_overlap_blocks``, simcore/ir/blocks.py)
-against the graph of pieces it replaces, and against the flow-shop makespan by hand."""
+"""TP overlap and CP rings as closed-form blocks (``parallel.overlap_blocks``,
+simcore/ir/blocks.py) against the graph of pieces they replace, and against makespans worked
+by hand (the flow shop of a two-step run, a ring)."""
 
 from __future__ import annotations
 
@@ -40,12 +41,16 @@ PLANS = {
                                        sequence_parallel=True),
     "tp2 pp2 zero2 mb2": dict(tp=2, pp=2, zero_stage=2, micro_batch=2),
     "tp1 pp2 (no tp steps)": dict(tp=1, pp=2),
+    "cp2 ring, no TP overlap": dict(tp=2, pp=2, cp=2, tp_comm_overlap=False,
+                                     sequence_parallel=True),
+    "cp4 ring, no TP overlap, full recompute": dict(tp=2, pp=2, cp=4, tp_comm_overlap=False,
+                                                     recompute="full"),
 }
 
 
 def _plan(blocks: bool, **kw: object) -> ParallelSpec:
-    return ParallelSpec(global_batch=64, tp_comm_overlap=True, tp_overlap_blocks=blocks,
-                        **kw)  # type: ignore[arg-type]
+    kw = {"tp_comm_overlap": True, **kw}
+    return ParallelSpec(global_batch=64, overlap_blocks=blocks, **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
@@ -108,9 +113,20 @@ def test_the_blocks_graph_is_plain_runs_and_far_smaller():
     assert all(n.startswith("tp_overlap_exposed[") for n in names)
 
 
-def test_without_tp_comm_overlap_the_flag_changes_nothing():
+def test_a_ring_spans_its_chunks_or_its_transfers():
+    # n chunks of c beside n - 1 transfers of k, chunk j waiting for the j-th transfer:
+    # the last chunk ends at max over i of (i k + (n - i) c), i.e. max(n c, (n - 1) k + c)
+    for n, chunk_s, kv_s in ((2, 1.0, 3.0), (4, 1.0, 0.5), (4, 1.0, 1.5), (8, 2.0, 2.0)):
+        block = PipelinedBlock.ring(3, 0, 1, n)
+        tdur = np.array([[chunk_s * n], [kv_s], [0.0], [0.0]])  # template 0: the whole core
+        span = max(n * chunk_s, (n - 1) * kv_s + chunk_s)
+        exposed = block_exposed_s(block, tdur, np.ones((1, 1)))[0, 0]
+        assert exposed == pytest.approx(span - n * chunk_s), (n, chunk_s, kv_s)
+
+
+def test_without_tp_overlap_or_a_ring_the_flag_changes_nothing():
     plain = ParallelSpec(global_batch=64, tp=4, pp=2, sequence_parallel=True)
-    flagged = replace(plain, tp_overlap_blocks=True)
+    flagged = replace(plain, overlap_blocks=True)
     a, b = simulate_batch(MODEL, plain, SYSTEMS), simulate_batch(MODEL, flagged, SYSTEMS)
     assert np.array_equal(a.iteration_time_s, b.iteration_time_s)
     assert build_transformer(MODEL, replace(flagged, dp=8), 8).pipelined_blocks == ()
@@ -120,7 +136,7 @@ def test_without_tp_comm_overlap_the_flag_changes_nothing():
 def test_a_two_step_block_spans_the_flow_shop_makespan(tp_s, gemm_s):
     # an all-gather then a GEMM, 4 pieces each: the last piece of the GEMM ends after
     # sum(step / 4) + 3 * max(step / 4) (the longest path stays 4 pieces in the slowest step)
-    block = PipelinedBlock(exposed_template=2, steps=((False, 0), (True, 1)), pieces=4)
+    block = PipelinedBlock.pipelined_steps(2, ((False, 0), (True, 1)), 4)
     tdur = np.array([[tp_s], [gemm_s], [0.0]])
     span = (tp_s + gemm_s) / 4 + 3 * max(tp_s, gemm_s) / 4
     scale = np.ones((1, 1))
@@ -137,8 +153,7 @@ def test_three_steps_across_both_streams_follow_the_recurrence():
     # piece j and for the first GEMM's last piece (same stream); worked by hand, pieces of
     # 1 (GEMM a), 2 (RS), 0.5 (GEMM b):
     # a: 1 2 3 4; rs: 3 5 7 9; b: max(4, 3) + .5 = 4.5, max(4.5, 5) + .5 = 5.5, 7.5, 9.5
-    block = PipelinedBlock(exposed_template=3, steps=((True, 0), (False, 1), (True, 2)),
-                           pieces=4)
+    block = PipelinedBlock.pipelined_steps(3, ((True, 0), (False, 1), (True, 2)), 4)
     tdur = np.array([[4.0], [8.0], [2.0], [0.0]])
     exposed = block_exposed_s(block, tdur, np.ones((1, 1)))
     assert exposed[0, 0] == pytest.approx(9.5 - (4.0 + 2.0))
@@ -148,8 +163,8 @@ def test_what_cannot_cost_blocks_says_so():
     plan = _plan(True, tp=4, pp=2, sequence_parallel=True)
     astra = simulate_batch(MODEL, plan, SYSTEMS[:1], fidelity="astra")
     assert not astra.feasible.any()
-    assert str(astra.reason[0]).startswith("parallel.tp_overlap_blocks")
-    with pytest.raises(InputError, match="parallel.tp_overlap_blocks"):
+    assert str(astra.reason[0]).startswith("parallel.overlap_blocks")
+    with pytest.raises(InputError, match="parallel.overlap_blocks"):
         formats.workload_traces(MODEL, plan, SYSTEMS[0])
     twin = replace(BASE.accelerator, name="twin")  # the same numbers on a second pool
     mixed = replace(BASE, pools=(DevicePool(count=32), DevicePool(twin, count=32)))
