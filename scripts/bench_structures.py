@@ -4,7 +4,7 @@ Three cases: GPT-3 175B on 1,024 A100s, Megatron-Turing NLG 530B (105 layers, h=
 Smith et al. 2022) on 2,240 A100s, and GPT-3 175B again with Megatron-LM's TP communication
 overlap on and context parallelism 1 or 2 (``gpt3_overlap``: plans whose passes issue dozens of
 ops per layer, replayed per kind of pass), and the same plans with each run of overlapped steps
-one closed-form block (``gpt3_overlap_blocks``, ``parallel.tp_overlap_blocks``; its first
+one closed-form block (``gpt3_overlap_blocks``, ``parallel.overlap_blocks``; its first
 ``--pieces-plans`` plans are also timed as pieces in this tree, and the iteration times must
 agree to 1e-10). For each, N distinct plans (tp, pp, vp, micro-batch,
 recompute, ZeRO stage, sequence parallelism, uneven first/last stages) are drawn with a fixed
@@ -49,9 +49,9 @@ CASES = {
     "gpt3_overlap": ("GPT-3 175B, TP overlap, CP 1-2", GPT3, 1024, 1536,
                      {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2),
                       "cp": (1, 2)}, {"tp_comm_overlap": True}),
-    "gpt3_overlap_blocks": ("GPT-3, TP overlap as blocks", GPT3, 1024, 1536,
+    "gpt3_overlap_blocks": ("GPT-3, TP overlap + CP, blocks", GPT3, 1024, 1536,
                             {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2),
-                             "cp": (1, 2)}, {"tp_comm_overlap": True, "tp_overlap_blocks": True}),
+                             "cp": (1, 2)}, {"tp_comm_overlap": True, "overlap_blocks": True}),
 }
 #: a case whose plans are another case's modelled another way: (that case, relative tolerance
 #: of the iteration times; closed-form blocks sum in another order, simcore/ir/blocks.py)

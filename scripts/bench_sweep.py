@@ -6,7 +6,7 @@ range(1500,3501,100) x bf16 peak range(300,1001,35) = 16 x 16 x 21 x 21 = 112,89
 - ``gpt3``: GPT-3 175B (``workload=gpt3_175b``), Megatron TP=8 x PP=8
   (``parallel=megatron_tp8_pp8``, global batch 1536), 1,024 A100s: the GPT-3-scale sweep;
 - ``gpt3_overlap``: the same with Megatron's TP communication overlap, each run of overlapped
-  steps one closed-form block (``parallel.tp_overlap_blocks``; as pieces a point costs ~500x
+  steps one closed-form block (``parallel.overlap_blocks``; as pieces a point costs ~500x
   more);
 - ``tiny``: ``workload=gpt_tiny`` on one 8-GPU node, where the engine is cheap, so the rate shows
   the ceiling of the orchestration itself (plan, materialize specs, Ray, parquet, MLflow).
@@ -80,7 +80,7 @@ CASES = {
     "gpt3_overlap": ("GPT-3 175B, TP8 PP8, TP overlap as blocks", [
         "workload=gpt3_175b", "parallel=megatron_tp8_pp8", "system=dgx_a100_80g",
         "system.num_gpus=1024", "parallel.tp_comm_overlap=true",
-        "parallel.tp_overlap_blocks=true", *HARDWARE]),
+        "parallel.overlap_blocks=true", *HARDWARE]),
     "tiny": ("tiny GPT, 8 A100s (pipeline ceiling)", [
         "workload=gpt_tiny", "system=dgx_a100_80g", *HARDWARE]),
 }
