@@ -5,8 +5,9 @@ Per structure (cached, :class:`CompiledWorkload`): the graph, its schedule plan,
 Per batch: kernel durations (K, B) from the cost models (one vectorized call per kernel
 family), template durations (U, B) = W @ kernels, segment durations (S, B) = counts @ templates,
 then the level-by-level schedule (:func:`~simcore.engine.schedule.run_chains`) and the
-breakdown (:mod:`~simcore.engine.breakdown`). No per-point Python code runs: a single point is a
-batch of one.
+breakdown (:mod:`~simcore.engine.breakdown`). Closed-form pipelined blocks
+(:mod:`simcore.ir.blocks`) add per-stage seconds to the segments holding their exposed ops.
+No per-point Python code runs: a single point is a batch of one.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ from simcore.network.collectives.calibrated_algorithms import algorithm_collecti
 from simcore.network.collectives.nccl import p2p_time_s
 from simcore.workloads._base import Workload
 
-__all__ = ["CompiledWorkload", "StageBreakdown", "blocks_exposed", "compile_workload", "compute_scale",
-           "evaluate_times", "kernel_durations", "node_durations", "template_durations"]
+__all__ = ["CompiledWorkload", "StageBreakdown", "blocks_exposed", "compile_workload",
+           "compute_scale", "evaluate_times", "kernel_durations", "node_durations",
+           "template_durations"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -67,7 +69,7 @@ class CompiledWorkload:
     stage_pools: IntArray | None = None
     # (P,) stages whose tensor-parallel groups span pools (work split by tensor-shard ratios)
     stage_tp_split: NDArray[np.bool_] | None = None
-    # closed-form pipelined blocks (simcore.ir.blocks): their exposed-TP ops' seconds are
+    # closed-form pipelined blocks (simcore.ir.blocks): the seconds of their exposed ops are
     # computed per stage and point after the compute scale
     blocks: tuple[PipelinedBlock, ...] = ()
 
@@ -382,7 +384,7 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
 
 def blocks_exposed(cw: CompiledWorkload, tdur: FloatArray, scale: FloatArray
                    ) -> dict[int, FloatArray]:
-    """Exposed-TP op template -> (P, B) seconds of each closed-form block on each stage
+    """Exposed-op template -> (P, B) seconds of each closed-form block on each stage
     (:func:`simcore.ir.blocks.block_exposed_s`); empty without blocks."""
     return {b.exposed_template: block_exposed_s(b, tdur, scale) for b in cw.blocks}
 

@@ -6,6 +6,8 @@ tp stream (Megatron-LM's TP communication overlap: compute and collectives cut i
 ``TP_OVERLAP_CHUNKS`` pieces, piece j waiting for piece j of the step before), and the
 context-parallel ring of KV blocks on its cp stream, each attention chunk waiting for the block
 it needs (ring attention; Liu et al. 2023, as Megatron-Core's context parallelism).
+:func:`close_overlap_blocks` rewrites a layer's steps so that each such group of pieces is one
+closed-form block instead (``parallel.overlap_blocks``, :mod:`simcore.ir.blocks`).
 """
 
 from __future__ import annotations
