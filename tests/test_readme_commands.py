@@ -119,6 +119,10 @@ SKIP: dict[str, str] = {
     "simsweep search workload=gpt3_175b system=dgx_h100_80g system.num_gpus=1024 "
     "parallel.global_batch=1536 search.n_trials=40": "minutes: 40 GPT-3 175B plans",
     "simsweep search search=gpt3_175b_1024_h100": "minutes: 200 GPT-3 175B plans",
+    "simsweep search search=gpt3_175b_1024_h100_overlap": "200 GPT-3 175B plans; "
+                                                          "tests/search/study/"
+                                                          "test_overlap_search.py runs 16 "
+                                                          "of its trials both ways",
     "simsweep search search=bandwidth_cost_70b": "64 trials on 4,096 GPUs (~10 s idle, more "
                                                  "under load); the study tests run its space",
     "simsweep search search=scaleup_vs_scaleout": "a 200-trial example study",

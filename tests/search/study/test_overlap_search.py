@@ -1,0 +1,42 @@
+"""The example study with TP overlap and CP searched (conf/search/gpt3_175b_1024_h100_overlap.yaml):
+its blocks give every trial the iteration time of the pieces, and both new axes are searched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import optuna
+import polars as pl
+from hydra import compose, initialize_config_dir
+
+from search.study.driver import prepare_search, run_search
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+CONF = Path(__file__).resolve().parents[3] / "conf"
+
+
+def _table(tmp_path: Path, *overrides: str) -> pl.DataFrame:
+    base = ["search=gpt3_175b_1024_h100_overlap", f"search.output_dir={tmp_path}",
+            "search.n_trials=16", "search.sampler=random", "search.in_process=true",
+            "search.log_plots=false"]
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose("config", overrides=[*base, *overrides])
+    setup = prepare_search(cfg)
+    assert {"parallel.tp_comm_overlap", "parallel.cp"} <= set(setup.space.distributions)
+    return pl.read_parquet(run_search(setup).table_path).sort("trial_number")
+
+
+def test_overlap_study_trials_cost_what_their_pieces_cost(tmp_path: Path) -> None:
+    blocks = _table(tmp_path / "blocks")
+    pieces = _table(tmp_path / "pieces", "parallel.overlap_blocks=false",
+                    "search.study_name=pieces")
+    keys = ["parallel.tp", "parallel.pp", "parallel.cp", "parallel.tp_comm_overlap"]
+    assert blocks.select(keys).equals(pieces.select(keys))  # the same seeded random trials
+    ok = blocks["feasible"].to_numpy()
+    assert np.array_equal(ok, pieces["feasible"].to_numpy()) and ok.sum() >= 4
+    np.testing.assert_allclose(blocks["iteration_time_s"].to_numpy()[ok],
+                               pieces["iteration_time_s"].to_numpy()[ok], rtol=1e-10)
+    feasible = blocks.filter(pl.col("feasible"))
+    assert feasible["parallel.tp_comm_overlap"].n_unique() == 2
+    assert feasible["parallel.cp"].n_unique() == 2
