@@ -62,3 +62,25 @@ def test_batch_through_distinct_rows_equals_the_full_product(monkeypatch: pytest
         np.testing.assert_array_equal(fast.exposed_by_kind[k], v)
     one = evaluate_times(cw, tdur[:, 17:18], slow[17:18])  # schedule columns are independent
     assert fast.iteration_time_s[17] == one.iteration_time_s[0]
+
+
+@pytest.mark.parametrize("plan", PLANS[:3], ids=["p0", "p1", "p2"])
+def test_tiles_of_any_width_give_the_same_numbers(plan: ParallelSpec,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Columns are independent: one tile of 40 points, or tiles of 16, 16 and 8, give the same
+    numbers to the last bit or two (BLAS may round a narrow tail's products differently)."""
+    base = SystemSpec(num_gpus=32)
+    systems = [replace(base, scaleout=replace(base.scaleout, bandwidth_GBps=10.0 + 7.0 * i))
+               for i in range(40)]
+    cw = compiled_workload(MODEL, plan, base)
+    tdur = template_durations(cw, SystemBatch.from_specs(systems), "bf16")
+    slow = np.linspace(0.0, 0.3, 40)
+    whole = evaluate_times(cw, tdur, slow)
+    monkeypatch.setattr(evaluate, "_TILE_BYTES", 1)
+    monkeypatch.setattr(evaluate, "_TILE_MIN_POINTS", 16)
+    tiled = evaluate_times(cw, tdur, slow)
+    for name in ("iteration_time_s", "compute_s", "bubble_s"):
+        np.testing.assert_allclose(getattr(tiled, name), getattr(whole, name), rtol=5e-16,
+                                   atol=1e-18)
+    for k, v in whole.exposed_by_kind.items():
+        np.testing.assert_allclose(tiled.exposed_by_kind[k], v, rtol=5e-16, atol=1e-18)

@@ -84,6 +84,7 @@ def test_blocks_costed_once_per_batch_match_in_every_tile(monkeypatch):
     kw = dict(tp=4, pp=2, sequence_parallel=True)
     whole = simulate_batch(MODEL, _plan(True, **kw), wide)
     monkeypatch.setattr(evaluate, "_TILE_BYTES", 1)  # tiles of 16 points: 16, 16, 8
+    monkeypatch.setattr(evaluate, "_TILE_MIN_POINTS", 16)
     _compiled.cache_clear()
     tiled = simulate_batch(MODEL, _plan(True, **kw), wide)
     pieces = simulate_batch(MODEL, _plan(False, **kw), wide)
