@@ -49,6 +49,9 @@ def main(argv: list[str]) -> int:
     print(f"sweep {cfg.sweep.name}: {plan.num_points} points, {len(plan.combos)} structure "
           f"group(s), axes: {', '.join(a.key for a in plan.axes) or '(none)'}", flush=True)
     print(plan.fixed_note(), flush=True)
+    note = plan.piece_overlap_note()
+    if note:
+        print(note, flush=True)
     try:
         outcome = run_sweep(plan, cfg)
     except KeyboardInterrupt:

@@ -85,6 +85,17 @@ class Combo:
     fidelity: str = "calibrated"  # simcore.api.simulate_batch fidelity mode
 
 
+#: points on piece-costed TP-overlap / CP plans from which a sweep prints a hint
+PIECE_NOTE_MIN_POINTS = 1000
+
+
+def _piece_overlap(combo: Combo) -> bool:
+    """Whether ``combo`` costs TP overlap or CP rings as pieces (calibrated fidelity)."""
+    par = combo.parallel
+    return (combo.fidelity == "calibrated" and not getattr(par, "overlap_blocks", True)
+            and (bool(getattr(par, "tp_comm_overlap", False)) or int(getattr(par, "cp", 1)) > 1))
+
+
 @dataclass(frozen=True, eq=False)
 class SweepPlan:
     """Every design point of a sweep, as columns, with its structural combination.
@@ -134,6 +145,19 @@ class SweepPlan:
                      "not used: " + ", ".join(f"{k}={v}" for k, v in self.unused_file_axes.items())
                      + f"; add sweep={name} to sweep its axes with yours, or set those keys)")
         return text
+
+    def piece_overlap_note(self, min_points: int = PIECE_NOTE_MIN_POINTS) -> str | None:
+        """A hint when at least ``min_points`` points are on plans whose TP overlap or CP rings
+        are costed as pieces (``parallel.overlap_blocks`` false): there a point costs ~100-1,000x
+        more than as closed-form blocks, for iteration times equal to ~1e-13."""
+        slow = np.asarray([_piece_overlap(c) for c in self.combos], dtype=bool)
+        points = int(slow[self.combo_of].sum()) if slow.any() else 0
+        if points < min_points:
+            return None
+        return (f"note: {points} points are on plans with TP overlap or CP, costed as pieces "
+                "(~100-1,000x slower per point than as closed-form blocks); "
+                "parallel.overlap_blocks=true gives the same iteration times to ~1e-13 "
+                "(README, \"Where it stands\")")
 
     @property
     def param_keys(self) -> list[str]:
