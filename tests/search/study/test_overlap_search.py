@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import optuna
 import polars as pl
+import pytest
 from hydra import compose, initialize_config_dir
 
+from search.cli import main
 from search.study.driver import prepare_search, run_search
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -40,3 +42,19 @@ def test_overlap_study_trials_cost_what_their_pieces_cost(tmp_path: Path) -> Non
     feasible = blocks.filter(pl.col("feasible"))
     assert feasible["parallel.tp_comm_overlap"].n_unique() == 2
     assert feasible["parallel.cp"].n_unique() == 2
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+def test_search_command_names_overlap_blocks_when_it_searches_pieces(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], blocks: bool) -> None:
+    args = ["search", "workload=gpt_tiny", "system.num_gpus=8", "parallel.global_batch=16",
+            "parallel.tp=choice(1,2)", "parallel.tp_comm_overlap=choice(true,false)",
+            f"parallel.overlap_blocks={str(blocks).lower()}", "search.n_trials=4",
+            "search.batch_size=4", "search.in_process=true", "search.log_plots=false",
+            "tracking.enabled=false", f"search.output_dir={tmp_path}"]
+    assert main(args) == 0
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note:")]
+    if blocks:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and "parallel.overlap_blocks=true" in notes[0]
