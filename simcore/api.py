@@ -199,7 +199,7 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
     par, reason = check_structure(model, parallel, systems[0])
     if par is None:
         return _infeasible(b, reason)
-    if par.overlap_blocks and (par.tp_comm_overlap or par.cp > 1):
+    if par.overlap_blocks and par.pipelined_pieces:
         why_blocks = fid.supports("overlap_blocks") or (
             None if all(s.uniform_devices for s in systems) else
             "parallel.overlap_blocks: closed-form blocks are costed on one device type; "

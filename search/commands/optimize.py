@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import Any
 
-from search.commands.usage import print_help, wants_help
+from search.commands.usage import overlap_blocks_note, print_help, wants_help
 from simcore.errors import InputError
 
 __all__ = ["main", "split_search_overrides"]
@@ -123,10 +123,8 @@ def main(argv: list[str]) -> int:
               f"({', '.join(setup.space.distributions)}), sampler {cfg.search.sampler}, "
               f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
         if _searches_piece_overlap(cfg, setup.space.distributions):
-            print("note: the space searches TP overlap or CP costed as pieces (a new plan "
-                  "~20-200x slower than as closed-form blocks); parallel.overlap_blocks=true "
-                  "gives the same iteration times to ~1e-13 (README, \"Where it stands\")",
-                  flush=True)
+            print(overlap_blocks_note("the space searches TP overlap or CP,",
+                                      "a new plan ~20-200x slower"), flush=True)
         tracking = opening.result() if opening is not None else None
         outcome = run_search(setup, tracking, release=pool_scope.close)
     stats = outcome.stats

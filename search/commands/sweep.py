@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import sys
 
-from search.commands.usage import print_help, wants_help
+from search.commands.usage import overlap_blocks_note, print_help, wants_help
 
-__all__ = ["main"]
+__all__ = ["PIECE_NOTE_MIN_POINTS", "main"]
+
+#: points on piece-costed TP-overlap / CP plans from which a sweep prints a note
+PIECE_NOTE_MIN_POINTS = 1000
 
 
 _OPTIONS = [
@@ -49,9 +52,10 @@ def main(argv: list[str]) -> int:
     print(f"sweep {cfg.sweep.name}: {plan.num_points} points, {len(plan.combos)} structure "
           f"group(s), axes: {', '.join(a.key for a in plan.axes) or '(none)'}", flush=True)
     print(plan.fixed_note(), flush=True)
-    note = plan.piece_overlap_note()
-    if note:
-        print(note, flush=True)
+    slow = plan.piece_overlap_points()
+    if slow >= PIECE_NOTE_MIN_POINTS:
+        print(overlap_blocks_note(f"{slow} points are on plans with TP overlap or CP,",
+                                  "~100-1,000x slower per point"), flush=True)
     try:
         outcome = run_sweep(plan, cfg)
     except KeyboardInterrupt:

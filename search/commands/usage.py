@@ -1,6 +1,6 @@
 """``--help`` text of the Hydra-style commands (``sweep``, ``search``, ``sync``, ``ui``): the
 command's synopsis and description from its docstring, then its options, through argparse so
-it reads like the argparse commands (``simulate``, ``astra``, ...)."""
+it reads like the argparse commands (``simulate``, ``astra``, ...); and the notes they share."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 import re
 from collections.abc import Sequence
 
-__all__ = ["print_help", "wants_help"]
+__all__ = ["overlap_blocks_note", "print_help", "wants_help"]
 
 
 def wants_help(argv: Sequence[str]) -> bool:
@@ -29,3 +29,11 @@ def print_help(prog: str, doc: str, options: Sequence[tuple[str, str]]) -> int:
         group.add_argument(flag, help=help_text, action="store_true")
     parser.print_help()
     return 0
+
+
+def overlap_blocks_note(what: str, slower: str) -> str:
+    """The note of a sweep or search whose ``what`` (plans with TP overlap or CP) are costed as
+    pieces, ``slower`` than as closed-form blocks (``parallel.overlap_blocks``)."""
+    return (f"note: {what} costed as pieces ({slower}); parallel.overlap_blocks=true costs "
+            "them as closed-form blocks: the same iteration times to ~1e-13 (README, "
+            "\"Where it stands\")")

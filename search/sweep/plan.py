@@ -63,6 +63,7 @@ from search.config.schema import validate_config
 from search.run.batch import InvalidModel
 from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random, sample_sobol
 from simcore.errors import InputError
+from simcore.specs.parallel import ParallelSpec
 
 __all__ = ["Combo", "SweepPlan", "format_value", "make_plan", "pool_columns"]
 
@@ -85,15 +86,11 @@ class Combo:
     fidelity: str = "calibrated"  # simcore.api.simulate_batch fidelity mode
 
 
-#: points on piece-costed TP-overlap / CP plans from which a sweep prints a hint
-PIECE_NOTE_MIN_POINTS = 1000
-
-
 def _piece_overlap(combo: Combo) -> bool:
     """Whether ``combo`` costs TP overlap or CP rings as pieces (calibrated fidelity)."""
     par = combo.parallel
-    return (combo.fidelity == "calibrated" and not getattr(par, "overlap_blocks", True)
-            and (bool(getattr(par, "tp_comm_overlap", False)) or int(getattr(par, "cp", 1)) > 1))
+    return (combo.fidelity == "calibrated" and isinstance(par, ParallelSpec)
+            and par.pipelined_pieces and not par.overlap_blocks)
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,18 +143,12 @@ class SweepPlan:
                      + f"; add sweep={name} to sweep its axes with yours, or set those keys)")
         return text
 
-    def piece_overlap_note(self, min_points: int = PIECE_NOTE_MIN_POINTS) -> str | None:
-        """A hint when at least ``min_points`` points are on plans whose TP overlap or CP rings
-        are costed as pieces (``parallel.overlap_blocks`` false): there a point costs ~100-1,000x
-        more than as closed-form blocks, for iteration times equal to ~1e-13."""
+    def piece_overlap_points(self) -> int:
+        """Points on plans whose TP overlap or CP rings are costed as pieces
+        (``parallel.overlap_blocks`` false, calibrated fidelity): a point there costs
+        ~100-1,000x more than as closed-form blocks."""
         slow = np.asarray([_piece_overlap(c) for c in self.combos], dtype=bool)
-        points = int(slow[self.combo_of].sum()) if slow.any() else 0
-        if points < min_points:
-            return None
-        return (f"note: {points} points are on plans with TP overlap or CP, costed as pieces "
-                "(~100-1,000x slower per point than as closed-form blocks); "
-                "parallel.overlap_blocks=true gives the same iteration times to ~1e-13 "
-                "(README, \"Where it stands\")")
+        return int(slow[self.combo_of].sum()) if slow.any() else 0
 
     @property
     def param_keys(self) -> list[str]:

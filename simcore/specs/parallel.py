@@ -165,6 +165,13 @@ class ParallelSpec:
                             self.last_stage_layers)
 
     @property
+    def pipelined_pieces(self) -> bool:
+        """Whether the plan pipelines pieces across two streams (TP communication overlap, a
+        context-parallel ring): a graph of pieces, or closed-form blocks with
+        ``overlap_blocks``."""
+        return self.tp_comm_overlap or self.cp > 1
+
+    @property
     def model_parallel(self) -> int:
         """GPUs holding one model replica: tp * pp * cp."""
         return self.tp * self.pp * self.cp

@@ -1,5 +1,6 @@
 """The example study with TP overlap and CP searched (conf/search/gpt3_175b_1024_h100_overlap.yaml):
-its blocks give every trial the iteration time of the pieces, and both new axes are searched."""
+its blocks give every trial the iteration time of the pieces, and both new axes are searched;
+the sweep and search commands' note when they would cost such plans as pieces."""
 
 from __future__ import annotations
 
@@ -58,3 +59,21 @@ def test_search_command_names_overlap_blocks_when_it_searches_pieces(
         assert notes == []
     else:
         assert len(notes) == 1 and "parallel.overlap_blocks=true" in notes[0]
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+def test_sweep_command_names_overlap_blocks_from_a_thousand_piece_points(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], blocks: bool) -> None:
+    args = ["sweep", "workload=gpt_tiny", "system.num_gpus=8", "parallel.global_batch=16",
+            "parallel.tp=2", "parallel.tp_comm_overlap=true",
+            f"parallel.overlap_blocks={str(blocks).lower()}",
+            "system.scaleout.bandwidth_GBps=range(10,330,10)",  # 32 x 32 = 1,024 points
+            "system.scaleup.bandwidth_GBps=range(100,740,20)", "sweep.in_process=true",
+            "sweep.progress=false", "tracking.enabled=false", f"sweep.output_dir={tmp_path}"]
+    assert main(args) == 0
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note:")]
+    if blocks:
+        assert notes == []
+    else:
+        assert notes == [notes[0]] and notes[0].startswith("note: 1024 points")
+        assert "parallel.overlap_blocks=true" in notes[0]

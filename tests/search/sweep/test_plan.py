@@ -303,18 +303,13 @@ def test_a_listed_leaf_never_changes_the_structure_key():
                           for h in ("accelerator", "scaleup", "scaleout", "calibration")) > 30
 
 
-def test_a_sweep_of_piece_costed_overlap_plans_names_overlap_blocks(plan_for):
+def test_a_sweep_counts_its_points_on_piece_costed_overlap_plans(plan_for):
     axes = ("system.scaleout.bandwidth_GBps=range(25,401,25)",
             "system.scaleup.bandwidth_GBps=range(150,901,50)")
     both = plan_for("system.num_gpus=64", "parallel.tp=2", "parallel.cp=1,2",
                     "parallel.tp_comm_overlap=true,false", *axes)  # 4 plans x 256 points
-    note = both.piece_overlap_note(min_points=768)
-    assert note is not None and note.startswith("note: 768 points")  # all but no overlap, cp 1
-    assert "parallel.overlap_blocks=true" in note
-    assert both.piece_overlap_note(min_points=769) is None
-    assert both.piece_overlap_note() is None  # below the default of 1,000 points
+    assert both.piece_overlap_points() == 768  # all but no overlap at cp 1
     blocks = plan_for("system.num_gpus=64", "parallel.tp=2", "parallel.cp=1,2",
                       "parallel.tp_comm_overlap=true,false", "parallel.overlap_blocks=true", *axes)
-    assert blocks.piece_overlap_note(min_points=1) is None
-    plain = plan_for("system.num_gpus=64", "parallel.tp=2", *axes)
-    assert plain.piece_overlap_note(min_points=1) is None
+    assert blocks.piece_overlap_points() == 0
+    assert plan_for("system.num_gpus=64", "parallel.tp=2", *axes).piece_overlap_points() == 0
