@@ -138,33 +138,35 @@ def main() -> None:
     for case in CASES if args.case == "all" else [args.case]:
         title = CASES[case][0]
         new = _run(here, case, args.plans, not args.no_shared_schedules)
-        med, p90, rate = _stats([t[0] for t in new])
-        cmed, cp90, _ = _stats([t[2] for t in new])
-        print(f"{title:<32}{'new':<6}{len(new):>6}{med * 1e3:>11.1f}{p90 * 1e3:>9.1f}"
-              f"{rate:>9.1f}{cmed * 1e3:>11.1f}{cp90 * 1e3:>9.1f}", flush=True)
+        print(_row(title, "new", new), flush=True)
         if case in SAME_PLANS_AS and args.pieces_plans:
             other, rtol = SAME_PLANS_AS[case]
             ref = _run(here, other, args.pieces_plans)
-            k = len(ref)
-            rel = max(abs(a[1] - b[1]) / b[1] for a, b in zip(new[:k], ref, strict=True))
-            rmed, rp90, rrate = _stats([t[0] for t in ref])
-            rcmed, rcp90, _ = _stats([t[2] for t in ref])
-            ncmed = float(np.median([t[2] for t in new[:k]]))
-            print(f"{CASES[other][0]:<32}{'new':<6}{k:>6}{rmed * 1e3:>11.1f}{rp90 * 1e3:>9.1f}"
-                  f"{rrate:>9.2f}{rcmed * 1e3:>11.1f}{rcp90 * 1e3:>9.1f}{rcmed / ncmed:>7.0f}x  "
-                  f"{'yes' if rel <= rtol else 'NO'}: largest relative difference {rel:.1e} "
-                  f"(first {k} plans, as {other}; ratio of CPU medians)", flush=True)
+            rel = max(abs(a[1] - b[1]) / b[1] for a, b in zip(new, ref, strict=False))
+            print(_row(CASES[other][0], "new", ref, new,
+                       f"{'yes' if rel <= rtol else 'NO'}: largest relative difference "
+                       f"{rel:.1e} (first {len(ref)} plans, as {other}; ratio of CPU medians)"),
+                  flush=True)
         if args.base is None:
             continue
         base = _run(args.base, case, args.base_plans)
-        bmed, bp90, brate = _stats([t[0] for t in base])
-        bcmed, bcp90, _ = _stats([t[2] for t in base])
-        k = len(base)
-        same = all(a[1] == b[1] for a, b in zip(new[:k], base, strict=True))
-        ncmed = float(np.median([t[2] for t in new[:k]]))
-        print(f"{title:<32}{'base':<6}{k:>6}{bmed * 1e3:>11.1f}{bp90 * 1e3:>9.1f}{brate:>9.2f}"
-              f"{bcmed * 1e3:>11.1f}{bcp90 * 1e3:>9.1f}{bcmed / ncmed:>7.0f}x  "
-              f"{'yes' if same else 'NO'} (first {k} plans; ratio of CPU medians)", flush=True)
+        same = all(a[1] == b[1] for a, b in zip(new, base, strict=False))
+        print(_row(title, "base", base, new, f"{'yes' if same else 'NO'} (first {len(base)} "
+                   "plans; ratio of CPU medians)"), flush=True)
+
+
+def _row(title: str, code: str, times: list[tuple[float, ...]],
+         new: list[tuple[float, ...]] | None = None, verdict: str = "") -> str:
+    """One table row of ``times`` (wall, iteration, CPU per plan); against ``new`` (this
+    tree's first plans as many), the ratio of CPU medians and ``verdict``."""
+    med, p90, rate = _stats([t[0] for t in times])
+    cmed, cp90, _ = _stats([t[2] for t in times])
+    text = (f"{title:<32}{code:<6}{len(times):>6}{med * 1e3:>11.1f}{p90 * 1e3:>9.1f}"
+            f"{rate:>9.2f}{cmed * 1e3:>11.1f}{cp90 * 1e3:>9.1f}")
+    if new is not None:
+        ncmed = float(np.median([t[2] for t in new[:len(times)]]))
+        text += f"{cmed / ncmed:>7.0f}x  {verdict}"
+    return text
 
 
 if __name__ == "__main__":

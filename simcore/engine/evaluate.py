@@ -399,12 +399,12 @@ def _per_stage_rows(counts: sps.csr_matrix, row_stage: IntArray,
                     blocks: dict[int, FloatArray]) -> FloatArray:
     """(N, B) seconds of the blocks' exposed ops in each row of ``counts`` (N, U), each row
     costed on its stage."""
-    b = next(iter(blocks.values())).shape[1]
-    out = np.zeros((counts.shape[0], b))
-    for template, exposed in blocks.items():
-        col = np.asarray(counts[:, template].toarray()).reshape(-1)
-        nz = np.flatnonzero(col)
-        out[nz] += col[nz, None] * exposed[row_stage[nz]]
+    templates = list(blocks)
+    cols = np.asarray(counts[:, templates].toarray())  # (N, blocks): one pass over counts
+    out = np.zeros((counts.shape[0], next(iter(blocks.values())).shape[1]))
+    for j, exposed in enumerate(blocks.values()):
+        nz = np.flatnonzero(cols[:, j])
+        out[nz] += cols[nz, j, None] * exposed[row_stage[nz]]
     return out
 
 
