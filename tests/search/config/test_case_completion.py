@@ -64,8 +64,10 @@ def test_what_cannot_be_derived_stays_an_error_naming_the_column():
 def test_integer_columns_written_as_floats_are_read_as_integers():
     # pandas writes an integer column with gaps as floats
     assert _time({**ROW, "num_gpus": "32.0", "micro_batch": "1.0"}) == _time(ROW)
-    out = predict({**ROW, "micro_batch": "1.5"})
-    assert out["status"] == "error" and out["error"].startswith("micro_batch='1.5'"), out["error"]
+    for bad in ("1.5", "nan", "inf", "-inf", "1e"):
+        out = predict({**ROW, "micro_batch": bad})
+        assert out["status"] == "error", bad
+        assert out["error"].startswith(f"micro_batch={bad!r}: must be an integer"), out["error"]
 
 
 def test_names_are_read_in_any_case():

@@ -160,6 +160,12 @@ def test_three_steps_across_both_streams_follow_the_recurrence():
     assert exposed[0, 0] == pytest.approx(9.5 - (4.0 + 2.0))
 
 
+def test_a_flag_that_is_not_a_bool_is_named():
+    for bad in ("yes", 1, None):
+        with pytest.raises(InputError, match=r"parallel.overlap_blocks=.*must be true or false"):
+            ParallelSpec(overlap_blocks=bad)  # type: ignore[arg-type]
+
+
 def test_what_cannot_cost_blocks_says_so():
     plan = _plan(True, tp=4, pp=2, sequence_parallel=True)
     astra = simulate_batch(MODEL, plan, SYSTEMS[:1], fidelity="astra")
