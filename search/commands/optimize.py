@@ -124,7 +124,7 @@ def main(argv: list[str]) -> int:
               f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
         if _searches_piece_overlap(cfg, setup.space.distributions):
             print(overlap_blocks_note("the space searches TP overlap or CP,",
-                                      "a new plan ~20-200x slower"), flush=True)
+                                      "a new plan ~20-160x slower"), flush=True)
         tracking = opening.result() if opening is not None else None
         outcome = run_search(setup, tracking, release=pool_scope.close)
     stats = outcome.stats

@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     slow = plan.piece_overlap_points()
     if slow >= PIECE_NOTE_MIN_POINTS:
         print(overlap_blocks_note(f"{slow} points are on plans with TP overlap or CP,",
-                                  "~100-1,000x slower per point"), flush=True)
+                                  "~40-1,000x slower per point"), flush=True)
     try:
         outcome = run_sweep(plan, cfg)
     except KeyboardInterrupt:

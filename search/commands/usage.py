@@ -35,5 +35,5 @@ def overlap_blocks_note(what: str, slower: str) -> str:
     """The note of a sweep or search whose ``what`` (plans with TP overlap or CP) are costed as
     pieces, ``slower`` than as closed-form blocks (``parallel.overlap_blocks``)."""
     return (f"note: {what} costed as pieces ({slower}); parallel.overlap_blocks=true costs "
-            "them as closed-form blocks: the same iteration times to ~1e-13 (README, "
+            "them as closed-form blocks: the same iteration times to ~1e-12 (README, "
             "\"Where it stands\")")

@@ -146,7 +146,7 @@ class SweepPlan:
     def piece_overlap_points(self) -> int:
         """Points on plans whose TP overlap or CP rings are costed as pieces
         (``parallel.overlap_blocks`` false, calibrated fidelity): a point there costs
-        ~100-1,000x more than as closed-form blocks."""
+        ~40-1,000x more than as closed-form blocks."""
         slow = np.asarray([_piece_overlap(c) for c in self.combos], dtype=bool)
         return int(slow[self.combo_of].sum()) if slow.any() else 0
 

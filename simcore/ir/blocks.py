@@ -26,7 +26,7 @@ longest path covers the span), so that difference is exactly the time the commun
 runs alone, the block's exposed communication in the piece graph.
 
 Same iteration times as the piece graph up to rounding (the sums are taken in another order:
-~1e-13 relative); the breakdown may move exposed time between communication kinds where a DP
+~1e-12 relative); the breakdown may move exposed time between communication kinds where a DP
 or PP transfer runs beside a block's exposed time (it counts as covered here, as beside any
 blocking collective).
 """

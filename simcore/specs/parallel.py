@@ -56,8 +56,8 @@ class ParallelSpec:
             of TP-overlapped steps (with ``tp_comm_overlap``) and every context-parallel ring
             (``cp`` > 1), as one block whose duration is the pieces' makespan in closed form
             (:mod:`simcore.ir.blocks`) instead of a graph of pieces: the same iteration times
-            up to rounding, a graph up to ~200x smaller (GPT-3 175B: hardware sweeps 100-1,000x
-            and new plans ~20-200x faster); no Chakra export of the pieces, calibrated fidelity
+            up to rounding, a graph up to ~200x smaller (GPT-3 175B: hardware sweeps 40-1,000x
+            and new plans 17-160x faster); no Chakra export of the pieces, calibrated fidelity
             on one device type.
         precision: compute precision of the GEMMs (``fp16``, ``bf16``, ``fp8``, ...).
         flash_attention: fused (flash) attention core; false = Megatron-LM's unfused core
