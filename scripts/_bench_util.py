@@ -1,5 +1,6 @@
-"""Shared helpers of the benchmark scripts: median wall time, seeded hardware variants, the
-markdown table with the load it was measured at."""
+"""Shared helpers of the benchmark scripts: the models they time, median wall time, hardware
+variants (seeded random, or a scale-out bandwidth sweep), the markdown table with the load it
+was measured at."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ from dataclasses import replace
 import numpy as np
 
 from simcore.specs.system import SystemSpec
+from simcore.workloads.transformer.spec import ModelSpec
+
+#: GPT-3 175B (Brown et al. 2020) and Megatron-Turing NLG 530B (Smith et al. 2022)
+GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=96,
+                 seq_len=2048, vocab_size=51200)
+MTNLG = ModelSpec(name="mt_nlg_530b", num_layers=105, hidden_size=20480, num_heads=128,
+                  seq_len=2048, vocab_size=51200)
 
 
 def median_s(fn: Callable[[], object], repeats: int) -> float:
@@ -22,6 +30,13 @@ def median_s(fn: Callable[[], object], repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def scaleout_variants(num_gpus: int, n: int) -> list[SystemSpec]:
+    """``n`` default clusters of ``num_gpus`` GPUs, scale-out bandwidth 10, 10.1, ... GB/s."""
+    base = SystemSpec(num_gpus=num_gpus)
+    return [replace(base, scaleout=replace(base.scaleout, bandwidth_GBps=10.0 + 0.1 * i))
+            for i in range(n)]
 
 
 def hardware_variants(base: SystemSpec, n: int, seed: int = 0) -> list[SystemSpec]:

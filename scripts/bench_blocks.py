@@ -26,17 +26,13 @@ import time
 from dataclasses import replace
 
 import numpy as np
-from _bench_util import load_average, print_table
+from _bench_util import GPT3, MTNLG, load_average, print_table, scaleout_variants
 
 from simcore.api import _compiled, simulate_batch
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.spec import ModelSpec
 
-GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=96,
-                 seq_len=2048, vocab_size=51200)
-MTNLG = ModelSpec(name="mt_nlg_530b", num_layers=105, hidden_size=20480, num_heads=128,
-                  seq_len=2048, vocab_size=51200)
 GPT_1T = ModelSpec(name="gpt_1t", num_layers=128, hidden_size=25600, num_heads=160,
                    seq_len=2048, vocab_size=51200)
 GPT3_PLAN = {"tp": 8, "pp": 8, "global_batch": 1536}
@@ -51,12 +47,6 @@ CASES = [
     ("1T pp 64, TP overlap", GPT_1T, 3072,
      {"tp": 8, "pp": 64, "global_batch": 3072, "tp_comm_overlap": True}, False),
 ]
-
-
-def _systems(num_gpus: int, points: int) -> list[SystemSpec]:
-    base = SystemSpec(num_gpus=num_gpus)
-    return [replace(base, scaleout=replace(base.scaleout, bandwidth_GBps=10.0 + 0.1 * i))
-            for i in range(points)]
 
 
 def _cold(model: ModelSpec, par: ParallelSpec, system: SystemSpec) -> tuple[float, float]:
@@ -92,15 +82,15 @@ def main() -> None:
         pieces = ParallelSpec(micro_batch=1, sequence_parallel=True, recompute="selective",
                               zero_stage=1, **plan)  # type: ignore[arg-type]
         blocks = replace(pieces, overlap_blocks=True)
-        system = _systems(gpus, 1)[0]
+        system = scaleout_variants(gpus, 1)[0]
         cold_p, it_p = _cold(model, pieces, system)
         cold_b, it_b = _cold(model, blocks, system)
         rel = abs(it_b - it_p) / it_p
         rate_cells = ["-", "-", "-"]
         if warm:
             n = min(args.points, args.pieces_points)
-            rate_p, t_p = _rate(model, pieces, _systems(gpus, args.pieces_points), args.rounds)
-            rate_b, t_b = _rate(model, blocks, _systems(gpus, args.points), args.rounds)
+            rate_p, t_p = _rate(model, pieces, scaleout_variants(gpus, args.pieces_points), args.rounds)
+            rate_b, t_b = _rate(model, blocks, scaleout_variants(gpus, args.points), args.rounds)
             rel = max(rel, float(np.max(np.abs(t_b[:n] - t_p[:n]) / t_p[:n])))
             rate_cells = [f"{rate_p:,.0f}", f"{rate_b:,.0f}", f"{rate_b / rate_p:,.0f}x"]
         rows.append((label, f"{cold_p:.3f}", f"{cold_b:.3f}", f"{cold_p / cold_b:,.0f}x",

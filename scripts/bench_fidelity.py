@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import time
 
-from _bench_util import hardware_variants, median_s
+from _bench_util import GPT3, hardware_variants, median_s
 
 from simcore.api import _compiled, simulate_batch
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec, TopologyDimSpec
-from simcore.workloads.transformer.spec import ModelSpec
 
-GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=96,
-                 seq_len=2048, vocab_size=51200)
 PLAN = ParallelSpec(tp=8, pp=8, micro_batch=1, global_batch=1536, sequence_parallel=True,
                     recompute="selective", zero_stage=1)
 

@@ -31,16 +31,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _bench_util import GPT3, MTNLG
 
 from simcore.api import _compiled, check_structure, simulate_batch
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
-from simcore.workloads.transformer.spec import ModelSpec
 
-GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=96,
-                 seq_len=2048, vocab_size=51200)
-MTNLG = ModelSpec(name="mt_nlg_530b", num_layers=105, hidden_size=20480, num_heads=128,
-                  seq_len=2048, vocab_size=51200)
 CASES = {
     "gpt3": ("GPT-3 175B, 1,024 GPUs", GPT3, 1024, 1536,
              {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2)}, {}),

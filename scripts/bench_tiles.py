@@ -21,10 +21,9 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before numpy: one BLAS thread, as in Ray workers
 import time
-from dataclasses import replace
 
 import numpy as np
-from _bench_util import load_average, print_table
+from _bench_util import GPT3, MTNLG, load_average, print_table, scaleout_variants
 
 from simcore.api import _compiled, simulate_batch
 from simcore.engine import evaluate
@@ -32,10 +31,6 @@ from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.spec import ModelSpec
 
-GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=96,
-                 seq_len=2048, vocab_size=51200)
-MTNLG = ModelSpec(name="mt_nlg_530b", num_layers=105, hidden_size=20480, num_heads=128,
-                  seq_len=2048, vocab_size=51200)
 GPT3_PLAN = {"tp": 8, "pp": 8, "global_batch": 1536}
 CASES = [
     ("GPT-3, tp 8 pp 8, ZeRO-1", GPT3, 1024, GPT3_PLAN),
@@ -47,12 +42,6 @@ CASES = [
     ("MT-NLG 530B, tp 8 pp 35", MTNLG, 2240, {"tp": 8, "pp": 35, "global_batch": 1920}),
 ]
 OLD_MIN_POINTS = 16  # the rule before: the working-set budget alone (and 16 points at least)
-
-
-def _systems(num_gpus: int, points: int) -> list[SystemSpec]:
-    base = SystemSpec(num_gpus=num_gpus)
-    return [replace(base, scaleout=replace(base.scaleout, bandwidth_GBps=10.0 + 0.1 * i))
-            for i in range(points)]
 
 
 def _rate(model: ModelSpec, par: ParallelSpec, systems: list[SystemSpec], min_points: int
@@ -75,7 +64,7 @@ def main() -> None:
     for label, model, gpus, plan in CASES:
         par = ParallelSpec(micro_batch=1, sequence_parallel=True, recompute="selective",
                            **{"zero_stage": 1, **plan})
-        systems = _systems(gpus, args.points)
+        systems = scaleout_variants(gpus, args.points)
         cw = _compiled(model, par.resolve(gpus), 8, "calibrated")
         depth = cw.plan.num_levels
         size = max(cw.plan.num_segments, cw.plan.num_chains)
