@@ -35,7 +35,7 @@ from simcore.workloads.transformer.memory import (
     ModelLike,
     ParallelLike,
     footprint_bytes,
-    layers_in_stage,
+    plan_stage_layers,
 )
 
 __all__ = ["TierEffect", "apply_memory_tier"]
@@ -62,7 +62,7 @@ def _in_flight(model: ModelLike, par: ParallelLike, stage: int) -> float:
     if p == 1:
         return float(model.num_layers)
     if v == 1:
-        return float(min(p - stage, m) * layers_in_stage(model.num_layers, p, stage))
+        return float(min(p - stage, m) * plan_stage_layers(model, par, stage))
     return min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v) * model.num_layers / (p * v)
 
 
@@ -74,7 +74,7 @@ def _stage_table(model: ModelLike, par: ParallelLike) -> FloatArray:
         fp = footprint_bytes(model, par, s)
         flight = max(_in_flight(model, par, s), 1.0)
         per_lm = fp["activations"] / flight
-        layers_mb = layers_in_stage(model.num_layers, par.pp, s) * m
+        layers_mb = plan_stage_layers(model, par, s) * m
         rows.append((fp["total"], fp["optimizer"], per_lm * max(flight - 2.0, 0.0),
                      2.0 * per_lm * layers_mb, 2.0 * layers_mb))
     return np.asarray(rows, dtype=np.float64)

@@ -15,13 +15,31 @@ Explicit override (Megatron-Core's ``decoder_first_pipeline_num_layers`` /
 the remaining layers are split over the other stages as above (Megatron asks them to divide
 evenly; we accept any remainder, first middle stages get one more). The override needs
 ``vp = 1`` (Megatron's per-chunk rule for interleaving is not modelled).
+
+Balanced split (``parallel.layer_split = balanced``): the last model chunk also runs the output
+layer (the ``2 s h V`` logits GEMM and the loss), worth ``output_layers`` transformer layers of
+forward FLOPs (:meth:`simcore.workloads.transformer.spec.ModelSpec.output_layer_equivalents`;
+0.35 for GPT-3 175B, 0.66 for Llama 3 405B). Chunks get whole layers so that the largest chunk
+cost (layers, plus ``output_layers`` on the last chunk) is the least possible, every chunk at
+least one layer; of chunks that tie, the earliest are left the lighter, so the first stage (the
+embedding, and in 1F1B the most micro-batches of activations in flight) gives up a layer first.
+This is the hand balance of Llama 3 405B (Dubey et al. 2024, Sec. 3.3.2: one transformer layer
+fewer on the first and on the last pipeline stage): 126 layers on 16 stages give
+``7, 8 x 14, 7``. The minimum is reached by adding layers one at a time to the chunk whose cost
+after the addition is least (layers are equal items, so the greedy is optimal for the largest
+cost). It is a compute balance; stage memory is not balanced.
 """
 
 from __future__ import annotations
 
+import heapq
+
 from simcore.errors import require
 
-__all__ = ["chunk_layers", "layers_by_speed", "stage_layers"]
+__all__ = ["LAYER_SPLITS", "balanced_split", "chunk_layers", "layers_by_speed", "stage_layers"]
+
+#: ``parallel.layer_split``: as even as possible, or balanced against the output layer's work
+LAYER_SPLITS = ("even", "balanced")
 
 
 def _even(num_layers: int, parts: int) -> list[int]:
@@ -29,17 +47,48 @@ def _even(num_layers: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def balanced_split(num_layers: int, chunks: int, output_layers: float) -> tuple[int, ...]:
+    """Whole layers per chunk minimizing the largest of ``layers + output_layers`` on the last
+    chunk and ``layers`` on the others, every chunk at least one layer; ties leave the earliest
+    chunks lighter (module docstring). ``num_layers >= chunks`` is the caller's check."""
+    counts = [1] * chunks
+    extra = [0.0] * chunks
+    extra[-1] = float(output_layers)
+    # (cost after one more layer, -chunk): the least cost first, the latest chunk of a tie
+    heap = [(1.0 + 1.0 + extra[v], -v) for v in range(chunks)]
+    heapq.heapify(heap)
+    for _ in range(num_layers - chunks):
+        _, neg = heapq.heappop(heap)
+        v = -neg
+        counts[v] += 1
+        heapq.heappush(heap, (counts[v] + 1.0 + extra[v], neg))
+    return tuple(counts)
+
+
 def chunk_layers(num_layers: int, pp: int, vp: int = 1, first_stage_layers: int | None = None,
-                 last_stage_layers: int | None = None) -> tuple[int, ...]:
+                 last_stage_layers: int | None = None, policy: str = "even",
+                 output_layers: float = 0.0) -> tuple[int, ...]:
     """Layers of each model chunk ``v = c * pp + s`` (length ``pp * vp``, model order).
 
+    Args:
+        policy: ``even`` or ``balanced`` (``parallel.layer_split``; module docstring).
+        output_layers: the output layer's work in transformer layers (``balanced`` only).
+
     Raises:
-        InputError: a chunk would get no layer, or the override does not add up.
+        InputError: a chunk would get no layer, the override does not add up, or an override
+            is given with the balanced split.
     """
     chunks = pp * vp
+    require(policy in LAYER_SPLITS, "parallel.layer_split", policy,
+            f"must be one of {', '.join(LAYER_SPLITS)}")
     require(num_layers >= chunks, "workload.num_layers", num_layers,
             f"every model chunk needs a layer: must be >= pp*vp={chunks}")
-    if first_stage_layers is None and last_stage_layers is None:
+    explicit = first_stage_layers is not None or last_stage_layers is not None
+    require(policy == "even" or not explicit, "parallel.layer_split", policy,
+            "explicit parallel.first_stage_layers / last_stage_layers need layer_split=even")
+    if policy == "balanced":
+        return balanced_split(num_layers, chunks, output_layers)
+    if not explicit:
         return tuple(_even(num_layers, chunks))
     key = "parallel.first_stage_layers" if first_stage_layers is not None \
         else "parallel.last_stage_layers"

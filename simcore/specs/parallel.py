@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from simcore.errors import InputError, require
 from simcore.limits import limit
-from simcore.specs.layer_split import chunk_layers
+from simcore.specs.layer_split import LAYER_SPLITS, chunk_layers
 
 __all__ = ["PRECISIONS", "RECOMPUTE_MODES", "WORK_SPLITS", "ParallelSpec"]
 
@@ -84,6 +84,10 @@ class ParallelSpec:
         first_stage_layers, last_stage_layers: explicit layer counts of the first / last
             pipeline stage (Megatron-Core's ``decoder_first/last_pipeline_num_layers``);
             ``None`` = layers split as evenly as possible (:mod:`simcore.specs.layer_split`).
+        layer_split: ``even`` (as even as possible, or the explicit first / last counts) or
+            ``balanced`` (whole layers per model chunk so that the largest chunk, the output
+            layer's work counted on the last, is the least; Llama 3's one layer fewer on the
+            first and last stage: :mod:`simcore.specs.layer_split`).
         work_split: how the work of a pipeline stage (its data-parallel batch share and tensor
             shard) is split between devices of different pools (HAP, Zhang et al. EuroSys 2024):
             ``even`` (DP-EV), ``proportional`` to peak FLOP/s (DP-CP), ``balanced`` (equal
@@ -115,6 +119,7 @@ class ParallelSpec:
     rank_order: str = "tp-cp-dp-pp"
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    layer_split: str = "even"
     work_split: str = "even"
     work_shares: tuple[float, ...] | None = None
 
@@ -142,6 +147,12 @@ class ParallelSpec:
                 "must order the four dimensions tp, cp, dp, pp joined by '-' (innermost first)")
         require(self.vp == 1 or self.pp > 1, p + "vp", self.vp,
                 "virtual pipeline stages need pp > 1")
+        require(self.layer_split in LAYER_SPLITS, p + "layer_split", self.layer_split,
+                f"must be one of {', '.join(LAYER_SPLITS)}")
+        require(self.layer_split == "even" or (self.first_stage_layers is None
+                                               and self.last_stage_layers is None),
+                p + "layer_split", self.layer_split,
+                "explicit parallel.first_stage_layers / last_stage_layers need layer_split=even")
         require(self.work_split in WORK_SPLITS, p + "work_split", self.work_split,
                 f"must be one of {', '.join(WORK_SPLITS)}")
         if self.work_shares is not None:
@@ -155,14 +166,15 @@ class ParallelSpec:
                 p + "work_split", self.work_split,
                 "explicit needs parallel.work_shares, and work_shares needs explicit")
 
-    def chunk_layers(self, num_layers: int) -> tuple[int, ...]:
-        """Layers of each model chunk ``v = c * pp + s`` (:func:`layer_split.chunk_layers`).
+    def chunk_layers(self, num_layers: int, output_layers: float = 0.0) -> tuple[int, ...]:
+        """Layers of each model chunk ``v = c * pp + s`` (:func:`layer_split.chunk_layers`);
+        ``output_layers``: the output layer's work in layers, which the balanced split weighs.
 
         Raises:
             InputError: a chunk would get no layer, or the override does not add up.
         """
         return chunk_layers(num_layers, self.pp, self.vp, self.first_stage_layers,
-                            self.last_stage_layers)
+                            self.last_stage_layers, self.layer_split, output_layers)
 
     @property
     def pipelined_pieces(self) -> bool:

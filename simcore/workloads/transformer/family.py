@@ -43,7 +43,7 @@ class TransformerFamily:
         """Megatron's divisibility rules for the resolved ``parallel``."""
         m, par = spec, parallel
         try:  # uneven splits are allowed (simcore.specs.layer_split); each chunk needs a layer
-            par.chunk_layers(m.num_layers)
+            par.chunk_layers(m.num_layers, m.output_layer_equivalents())
         except InputError as err:
             return str(err)
         rules = [

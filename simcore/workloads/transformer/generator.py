@@ -202,7 +202,8 @@ class _Generator:
         self.lops: LayerOps = build_layer_ops(model, par, self.spans, self.ops)
         self.b = GraphBuilder("transformer")
         self.V = par.pp * par.vp
-        self.chunk_layers = par.chunk_layers(model.num_layers)
+        self.chunk_layers = par.chunk_layers(model.num_layers,
+                                               model.output_layer_equivalents())
         self.m = par.num_micro_batches
         self._templates()
         acc = grad_accumulation_bytes(par)

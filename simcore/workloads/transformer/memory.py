@@ -37,7 +37,7 @@ from typing import Protocol
 
 from simcore.specs.layer_split import chunk_layers, stage_layers
 
-__all__ = ["ModelLike", "ParallelLike", "footprint_bytes", "layers_in_stage"]
+__all__ = ["ModelLike", "ParallelLike", "footprint_bytes", "layers_in_stage", "plan_stage_layers"]
 
 _HALF = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2, "fp4": 2}
 
@@ -65,6 +65,8 @@ class ModelLike(Protocol):
 
     @property
     def expert_params(self) -> int: ...  # noqa: D102
+
+    def output_layer_equivalents(self) -> float: ...  # noqa: D102
 
 
 class ParallelLike(Protocol):
@@ -97,10 +99,17 @@ def layers_in_stage(num_layers: int, pp: int, stage: int, vp: int = 1,
     return stage_layers(split, pp, stage)
 
 
-def _layers(model: ModelLike, par: ParallelLike, stage: int) -> int:
-    return layers_in_stage(model.num_layers, par.pp, stage, par.vp,
-                           getattr(par, "first_stage_layers", None),
-                           getattr(par, "last_stage_layers", None))
+def plan_stage_layers(model: ModelLike, par: ParallelLike, stage: int) -> int:
+    """Transformer layers on pipeline ``stage`` under the plan's split: as even as possible,
+    the explicit first / last stage counts, or ``parallel.layer_split = balanced``
+    (:mod:`simcore.specs.layer_split`)."""
+    policy = getattr(par, "layer_split", "even")
+    output = model.output_layer_equivalents() if policy == "balanced" else 0.0
+    split = chunk_layers(model.num_layers, par.pp, par.vp,
+                         getattr(par, "first_stage_layers", None),
+                         getattr(par, "last_stage_layers", None), policy, output)
+    return stage_layers(split, par.pp, stage)
+
 
 
 def _stage_params(model: ModelLike, par: ParallelLike, stage: int) -> float:
@@ -108,7 +117,7 @@ def _stage_params(model: ModelLike, par: ParallelLike, stage: int) -> float:
     layer = model.attention_params / t + (model.num_experts / par.ep) * model.expert_params / t
     if model.num_experts > 1:
         layer += model.hidden_size * model.num_experts
-    params = _layers(model, par, stage) * layer
+    params = plan_stage_layers(model, par, stage) * layer
     embedding = model.vocab_size * model.hidden_size / t
     if stage == 0:
         params += embedding
@@ -145,9 +154,9 @@ def _in_flight_layers(model: ModelLike, par: ParallelLike, stage: int) -> float:
     if p == 1:
         return float(model.num_layers)
     if v == 1:
-        return float(min(p - stage, m) * _layers(model, par, stage))
+        return float(min(p - stage, m) * plan_stage_layers(model, par, stage))
     chunks = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
-    return chunks * _layers(model, par, stage) / v  # uneven: the stage's mean chunk
+    return chunks * plan_stage_layers(model, par, stage) / v  # uneven: the stage's mean chunk
 
 
 def footprint_bytes(model: ModelLike, parallel: ParallelLike, stage: int) -> dict[str, int]:

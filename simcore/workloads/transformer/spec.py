@@ -136,9 +136,21 @@ class ModelSpec:
         twice the forward. For GPT shapes this equals 72 s l h^2 (1 + s/6h + V/12lh)
         (Narayanan et al. 2021, reference/peers-hardware-measurements.md, Part B).
         """
+        forward = self.num_layers * self._layer_forward_flops() + self._output_forward_flops()
+        return 3.0 * forward
+
+    def output_layer_equivalents(self) -> float:
+        """The output layer's forward FLOPs (the ``2 s h V`` logits GEMM) in transformer layers
+        (the same FLOP convention): what ``parallel.layer_split = balanced`` weighs the last
+        model chunk with. GPT-3 175B 0.34, Llama 3 405B 0.61."""
+        return self._output_forward_flops() / self._layer_forward_flops()
+
+    def _layer_forward_flops(self) -> float:
+        """Forward FLOPs of one transformer layer for one sample (module docstring)."""
         s, h = self.seq_len, self.hidden_size
         active = self.attention_params + self.top_k * self.expert_params
         router = h * self.num_experts if self.is_moe else 0
-        per_layer = 2.0 * (active + router) * s + 4.0 * s * s * h
-        forward = self.num_layers * per_layer + 2.0 * s * h * self.vocab_size
-        return 3.0 * forward
+        return 2.0 * (active + router) * s + 4.0 * s * s * h
+
+    def _output_forward_flops(self) -> float:
+        return 2.0 * self.seq_len * self.hidden_size * self.vocab_size

@@ -103,3 +103,22 @@ def test_astra_fidelity_marks_offloading_points_infeasible_instead_of_ignoring_t
     res = simulate_batch(MODEL, PAR, [_system(16), _system(16, **_opt("pool"))], "astra")
     assert res.feasible.tolist() == [True, False]
     assert "fidelity=astra" in res.reason[1] and res.reason[0] == ""
+
+
+def test_activation_offload_follows_the_plans_uneven_split() -> None:
+    """Megatron's explicit stage counts (1 layer on stage 0, 4 on stage 1 of L = 5): the tier's
+    traffic is each stage's own layers x micro-batches, as the footprint's in-flight count is
+    (before, the tier read the even split 3 / 2 whatever the plan said)."""
+    model = dataclasses.replace(MODEL, num_layers=5)
+    par = ParallelSpec(pp=2, global_batch=16, first_stage_layers=1, last_stage_layers=4)
+    tier = {"kind": "per_npu", "latency_ns": 500.0, "bandwidth_GBps": 20.0,
+            "capacity_gib": 1e4, "offload_activations": True}
+    base, off = simulate_batch(model, par, [_system(2), _system(2, **tier)]).rows()
+    m, moved, accesses = 16, [], []
+    for stage, layers in enumerate((1, 4)):
+        act = footprint_bytes(model, par.resolve(2), stage)["activations"]
+        per_layer_mb = act / (min(2 - stage, m) * layers)  # in flight: (pp - s) x its layers
+        moved.append(2 * per_layer_mb * layers * m)
+        accesses.append(2 * layers * m)
+    transfer = max(accesses) * 500e-9 + max(moved) / 20e9
+    assert off["iteration_time_s"] - base["iteration_time_s"] == pytest.approx(transfer)
