@@ -123,6 +123,9 @@ SKIP: dict[str, str] = {
                                                           "tests/search/study/"
                                                           "test_overlap_search.py runs 16 "
                                                           "of its trials both ways",
+    "simsweep search search=llama3_405b_8192_h100": "200 Llama 3 405B plans; tests/search/study/"
+                                                    "test_study_driver.py searches 48 trials of "
+                                                    "its space",
     "simsweep search search=bandwidth_cost_70b": "64 trials on 4,096 GPUs (~10 s idle, more "
                                                  "under load); the study tests run its space",
     "simsweep search search=scaleup_vs_scaleout": "a 200-trial example study",

@@ -263,6 +263,11 @@ def _choice(values: list[Any]) -> str:
                                 for v in values) + ")"
 
 
+#: an uneven pipeline split joins the default space when the layers it would need to divide
+#: evenly (pp * ceil(L / pp) - L) are at most this share of the layers
+_PP_PADDING_MAX = 0.1
+
+
 def default_parallel_space(
     *, num_gpus: int, gpus_per_node: int, num_layers: int, num_heads: int, global_batch: int,
     num_experts: int = 1,
@@ -270,14 +275,18 @@ def default_parallel_space(
     """The parallelization of a workload on a system, as sweep expressions.
 
     tp: powers of two up to the node size that divide the heads (TP stays inside a node, as
-    Megatron-LM recommends: Narayanan et al. 2021 §3.3); pp: common divisors of the layer count
-    and the GPU count up to 64; micro-batch 1/2/4/8 (up to the global batch);
-    interleaving 1/2; sequence parallelism; recompute none/selective/full; ZeRO 0/1; ep for
-    MoE models. dp is derived (num_gpus / (tp*pp*cp)); combinations that do not divide are
-    infeasible trials.
+    Megatron-LM recommends: Narayanan et al. 2021 §3.3); pp: divisors of the GPU count up to
+    64 and the layer count that divide the layers, or split them unevenly with at most 10% of
+    padding (``pp * ceil(L / pp) <= 1.1 L``: the busiest stage's extra layers are a small
+    part; Llama 3 405B's 126 layers divide by no power of two above 2, and Meta ran it at pp
+    16), and then the layer split ``even`` / ``balanced`` (:mod:`simcore.specs.layer_split`);
+    micro-batch 1/2/4/8 (up to the global batch); interleaving 1/2; sequence parallelism;
+    recompute none/selective/full; ZeRO 0/1; ep for MoE models. dp is derived
+    (num_gpus / (tp*pp*cp)); combinations that do not divide are infeasible trials.
     """
     tp = [t for t in (1, 2, 4, 8, 16) if t <= gpus_per_node and num_heads % t == 0]
-    pp = [p for p in range(1, min(num_layers, 64) + 1) if num_layers % p == 0 and num_gpus % p == 0]
+    pp = [p for p in range(1, min(num_layers, 64) + 1)
+          if num_gpus % p == 0 and p * -(-num_layers // p) <= (1 + _PP_PADDING_MAX) * num_layers]
     micro = [m for m in (1, 2, 4, 8) if m <= global_batch]
     space = {
         "parallel.tp": _choice(tp),
@@ -288,6 +297,8 @@ def default_parallel_space(
         "parallel.recompute": _choice(["none", "selective", "full"]),
         "parallel.zero_stage": _choice([0, 1]),
     }
+    if any(num_layers % p for p in pp):  # an uneven pipeline: even or balanced
+        space["parallel.layer_split"] = _choice(["even", "balanced"])
     if num_experts > 1:
         space["parallel.ep"] = _choice([e for e in (1, 2, 4, 8, 16, 32, 64)
                                         if num_experts % e == 0])

@@ -133,3 +133,24 @@ def test_a_list_element_the_config_lacks_is_refused_before_any_trial(tmp_path: P
                                          r"element\(s\) here, so no element"):
         prepare_search(cfg, extra_space={key: "choice(8,16)"})
     assert not list(tmp_path.iterdir())  # no study was opened
+
+
+def test_default_space_runs_uneven_pipelines_of_llama3_405b(tmp_path: Path) -> None:
+    """126 layers divide by no power of two above 2: the default space still searches pp 4-64
+    (uneven splits) and the balanced split, so the 405B model finds plans that fit 80 GB;
+    with pp limited to divisors of the layers every trial was out of memory."""
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose("config", overrides=[
+            "workload=llama3_405b", "system=dgx_h100_80g", "system.num_gpus=8192",
+            "parallel.global_batch=2048", f"search.output_dir={tmp_path}", "search.n_trials=48",
+            "search.batch_size=16", "search.sampler=random", "search.log_plots=false",
+            "search.in_process=true", "tracking.enabled=false"])
+    setup = prepare_search(cfg)
+    pp = setup.space.distributions["parallel.pp"]
+    assert {16, 64} <= set(pp.choices)  # type: ignore[attr-defined]
+    assert set(setup.space.distributions["parallel.layer_split"].choices  # type: ignore[attr-defined]
+               ) == {"even", "balanced"}
+    table = pl.read_parquet(run_search(setup).table_path)
+    fits = table.filter(pl.col("feasible"))
+    assert fits.height >= 1
+    assert (fits["parallel.pp"] > 2).all()  # nothing at pp 1 or 2 fits 405B in 80 GB
