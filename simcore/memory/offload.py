@@ -35,6 +35,7 @@ from simcore.workloads.transformer.memory import (
     ModelLike,
     ParallelLike,
     footprint_bytes,
+    in_flight_layers,
     plan_stage_layers,
 )
 
@@ -55,24 +56,13 @@ class TierEffect:
     reasons: tuple[str, ...]
 
 
-def _in_flight(model: ModelLike, par: ParallelLike, stage: int) -> float:
-    """Layer-micro-batches stage ``stage`` stashes at its peak (as the footprint model)."""
-    p, v = par.pp, par.vp
-    m = max(1, par.global_batch // (par.dp_size * par.micro_batch))
-    if p == 1:
-        return float(model.num_layers)
-    if v == 1:
-        return float(min(p - stage, m) * plan_stage_layers(model, par, stage))
-    return min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v) * model.num_layers / (p * v)
-
-
 def _stage_table(model: ModelLike, par: ParallelLike) -> FloatArray:
     """(S, 5) per stage: total, optimizer, offloadable activations, act bytes, accesses."""
     m = max(1, par.global_batch // (par.dp_size * par.micro_batch))
     rows = []
     for s in sorted({0, par.pp - 1} | set(range(min(par.pp, 4)))):
         fp = footprint_bytes(model, par, s)
-        flight = max(_in_flight(model, par, s), 1.0)
+        flight = max(in_flight_layers(model, par, s), 1.0)
         per_lm = fp["activations"] / flight
         layers_mb = plan_stage_layers(model, par, s) * m
         rows.append((fp["total"], fp["optimizer"], per_lm * max(flight - 2.0, 0.0),

@@ -37,7 +37,8 @@ from typing import Protocol
 
 from simcore.specs.layer_split import chunk_layers, stage_layers
 
-__all__ = ["ModelLike", "ParallelLike", "footprint_bytes", "layers_in_stage", "plan_stage_layers"]
+__all__ = ["ModelLike", "ParallelLike", "footprint_bytes", "in_flight_layers", "layers_in_stage",
+           "plan_stage_layers"]
 
 _HALF = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2, "fp4": 2}
 
@@ -147,7 +148,7 @@ def _layer_activation_bytes(model: ModelLike, par: ParallelLike) -> tuple[float,
     return full, full
 
 
-def _in_flight_layers(model: ModelLike, par: ParallelLike, stage: int) -> float:
+def in_flight_layers(model: ModelLike, par: ParallelLike, stage: int) -> float:
     """Layer-micro-batches whose activations stage ``stage`` holds at its peak."""
     p, v = par.pp, par.vp
     m = max(1, par.global_batch // (par.dp_size * par.micro_batch))
@@ -180,7 +181,7 @@ def footprint_bytes(model: ModelLike, parallel: ParallelLike, stage: int) -> dic
     grads = params * g_b / (shards if zero >= 2 else 1)
     optimizer = params * o_b / (shards if zero >= 1 else 1)
     stored, working = _layer_activation_bytes(model, parallel)
-    activations = stored * _in_flight_layers(model, parallel, stage)
+    activations = stored * in_flight_layers(model, parallel, stage)
     if stage == parallel.pp - 1:
         s = model.seq_len / parallel.cp
         activations += 4.0 * s * parallel.micro_batch * model.vocab_size / parallel.tp
