@@ -173,6 +173,19 @@ def assumed_expert_columns(row: dict[str, str]) -> dict[str, int]:
     return out
 
 
+def gated_mlp(row: dict[str, str]) -> bool:
+    """Whether a row's MLP is gated (SwiGLU / GeGLU: gate and up projections, then down; three
+    h x ffn matrices), judged by its width when the row does not say: the two-matrix GELU MLPs
+    of GPT-3, Megatron-LM's GPT runs, BLOOM, OPT, MT-NLG, Falcon and Nemotron are exactly 4h
+    wide; gated MLPs are not, sized to keep the parameter count of a 4h one (about 8h/3:
+    LLaMA 11,008 for h 4,096, Llama 3 14,336 / 28,672 / 53,248 for h 4,096 / 8,192 /
+    16,384; Touvron et al. 2023, Dubey et al. 2024; Shazeer 2020 for the gated variants), and
+    so are the narrow experts of fine-grained MoE models. An empty ``ffn_hidden_size`` is 4h."""
+    if not (row.get("ffn_hidden_size") or "").strip():
+        return False
+    return bool(_field(row, "ffn_hidden_size") != 4 * _field(row, "hidden_size"))
+
+
 #: columns a row may leave empty and the value then taken: Megatron-LM's defaults (no
 #: interleaving, context or expert parallelism, ZeRO, sequence parallelism, overlap or
 #: recompute) and micro-batch 1, the value the validation rows assume where it was not published
@@ -191,7 +204,10 @@ def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
       product);
     - ``scaleout_gbps_per_gpu`` empty or 0 on one node (``num_gpus <= gpus_per_node``: no
       traffic leaves it): the cluster preset's line rate;
-    - the expert columns of a mixture-of-experts row (:func:`assumed_expert_columns`).
+    - the expert columns of a mixture-of-experts row (:func:`assumed_expert_columns`);
+    - ``mlp`` (not in CASES.md's schema) empty and ``ffn_hidden_size`` other than 4 x
+      ``hidden_size``: ``swiglu``, a gated MLP of three weight matrices (:func:`gated_mlp`);
+      a 4h-wide MLP stays ``gelu`` (two matrices), the default.
 
     Columns too bad to complete from are left as they are: building the case names them.
     """
@@ -224,6 +240,8 @@ def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
             fill("scaleout_gbps_per_gpu", float(preset) * 8.0)
         for key, count in assumed_expert_columns(out).items():
             fill(key, count)
+        if empty("mlp") and gated_mlp(out):
+            fill("mlp", "swiglu")
     except InputError:
         pass
     return out, assumed

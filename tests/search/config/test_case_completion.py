@@ -91,3 +91,18 @@ def test_validate_prints_one_note_per_completed_case(tmp_path, capsys):
         preds = list(csv.DictReader(fh))
     assert [p["status"] for p in preds] == ["ok", "ok"]
     assert preds[0]["iter_time_s"] == preds[1]["iter_time_s"]
+
+
+def test_an_mlp_not_4h_wide_is_gated_unless_the_row_says():
+    """CASES.md has no ``mlp`` column: a Llama 3 8B-shaped row (ffn 14,336 = 3.5h, GQA) is a
+    SwiGLU MLP of three matrices, predicted as the row that writes ``mlp=swiglu`` and slower
+    than the same row read as a two-matrix GELU MLP; a 4h-wide MLP stays GELU."""
+    llama = {**ROW, "hidden_size": "4096", "num_heads": "32", "num_kv_heads": "8",
+             "ffn_hidden_size": "14336"}
+    filled, assumed = complete_row(llama)
+    assert assumed == {"mlp": "swiglu"} and filled["mlp"] == "swiglu"
+    assert any("mlp=swiglu" in n for n in assumption_notes([llama]))
+    assert _time(llama) == _time({**llama, "mlp": "swiglu"})
+    assert float(_time(llama)) > 1.1 * float(_time({**llama, "mlp": "gelu"}))
+    assert complete_row({**llama, "mlp": "gelu"})[1] == {}  # what the row says stays
+    assert complete_row(ROW)[1] == {}  # 8,192 = 4 x 2,048: GELU, nothing assumed

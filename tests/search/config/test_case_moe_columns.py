@@ -62,9 +62,11 @@ def test_validate_names_every_assumed_expert_column(tmp_path, capsys):
         writer.writerows(rows)
     assert main(["--cases", str(cases), "--out", str(tmp_path / "pred.csv")]) == 0
     notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
-    assert notes == ["note: case 'moe' leaves out num_experts, top_k: assumed "
-                     "num_experts=8, top_k=2",
-                     "note: case 'k' leaves out top_k: assumed top_k=2"]
+    # Mixtral-shaped (ffn 3.5h): a gated MLP too, for the dense row as well
+    assert notes == ["note: case 'moe' leaves out num_experts, top_k, mlp: assumed "
+                     "num_experts=8, top_k=2, mlp=swiglu",
+                     "note: case 'dense' leaves out mlp: assumed mlp=swiglu",
+                     "note: case 'k' leaves out top_k, mlp: assumed top_k=2, mlp=swiglu"]
     with (tmp_path / "pred.csv").open() as fh:
         assert [r["status"] for r in csv.DictReader(fh)] == ["ok", "ok", "ok"]
 
