@@ -92,13 +92,17 @@ FLASH_ERA_GPUS = frozenset({"h100_80g", "h800_80g", "h200_141g", "b200", "gb200"
 
 def attention_impl(row: dict[str, str], attention: str) -> str:
     """The attention implementation of a case: the row's ``attention`` column, else
-    ``attention``; ``auto`` = ``flash`` on H100-generation accelerators, with GQA or fp8
-    (all post-FlashAttention stacks), else Megatron-LM's ``unfused`` core (2021-22 runs)."""
+    ``attention``; ``auto`` = ``flash`` on H100-generation accelerators, with GQA, fp8 or a
+    gated MLP (all post-FlashAttention stacks: FlashAttention appeared in 2022, gated MLPs in
+    public GPU training runs with LLaMA in 2023, whose stack already fused attention), else
+    Megatron-LM's ``unfused`` core (2021-22 runs)."""
     impl = (row.get("attention") or "").strip() or attention
     if impl == "auto":
         heads, kv = _field(row, "num_heads"), (row.get("num_kv_heads") or "").strip()
+        mlp = (row.get("mlp") or "").strip().lower()
         modern = (_field(row, "gpu") in FLASH_ERA_GPUS or _field(row, "precision") in ("fp8", "fp4")
-                  or (kv != "" and int(kv) < heads))
+                  or (kv != "" and int(kv) < heads)
+                  or mlp == "swiglu" or (mlp == "" and gated_mlp(row)))
         impl = "flash" if modern else "unfused"
     if impl not in ATTENTION_IMPLS:
         raise InputError("attention", impl, f"must be auto or one of {', '.join(ATTENTION_IMPLS)}")

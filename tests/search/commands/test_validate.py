@@ -90,6 +90,12 @@ def test_attention_auto_follows_the_software_era() -> None:
     assert validate.attention_impl(row, "auto") == "unfused"
     assert validate.attention_impl({**row, "gpu": "h100_80g"}, "auto") == "flash"
     assert validate.attention_impl({**row, "num_kv_heads": "8"}, "auto") == "flash"
+    # a gated MLP (LLaMA era, 2023+), said or read from a width other than 4h; 4h stays
+    assert validate.attention_impl({**row, "mlp": "swiglu"}, "auto") == "flash"
+    wide = str(int(row["hidden_size"]) * 8 // 3)
+    assert validate.attention_impl({**row, "ffn_hidden_size": wide}, "auto") == "flash"
+    assert validate.attention_impl({**row, "ffn_hidden_size": wide, "mlp": "gelu"},
+                                   "auto") == "unfused"
     assert validate.attention_impl({**row, "attention": "unfused", "gpu": "h100_80g"},
                                    "auto") == "unfused"
     assert validate.attention_impl(row, "flash") == "flash"
