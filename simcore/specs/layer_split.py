@@ -19,7 +19,7 @@ evenly; we accept any remainder, first middle stages get one more). The override
 Balanced split (``parallel.layer_split = balanced``): the last model chunk also runs the output
 layer (the ``2 s h V`` logits GEMM and the loss), worth ``output_layers`` transformer layers of
 forward FLOPs (:meth:`simcore.workloads.transformer.spec.ModelSpec.output_layer_equivalents`;
-0.35 for GPT-3 175B, 0.66 for Llama 3 405B). Chunks get whole layers so that the largest chunk
+0.34 for GPT-3 175B, 0.61 for Llama 3 405B). Chunks get whole layers so that the largest chunk
 cost (layers, plus ``output_layers`` on the last chunk) is the least possible, every chunk at
 least one layer; of chunks that tie, the earliest are left the lighter, so the first stage (the
 embedding, and in 1F1B the most micro-batches of activations in flight) gives up a layer first.
@@ -36,7 +36,8 @@ import heapq
 
 from simcore.errors import require
 
-__all__ = ["LAYER_SPLITS", "balanced_split", "chunk_layers", "layers_by_speed", "stage_layers"]
+__all__ = ["LAYER_SPLITS", "balanced_split", "check_layer_split", "chunk_layers", "layers_by_speed",
+           "stage_layers"]
 
 #: ``parallel.layer_split``: as even as possible, or balanced against the output layer's work
 LAYER_SPLITS = ("even", "balanced")
@@ -45,6 +46,20 @@ LAYER_SPLITS = ("even", "balanced")
 def _even(num_layers: int, parts: int) -> list[int]:
     base, extra = divmod(num_layers, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def check_layer_split(policy: str, first_stage_layers: int | None,
+                      last_stage_layers: int | None) -> None:
+    """``parallel.layer_split`` is a known policy, and ``balanced`` has no explicit counts.
+
+    Raises:
+        InputError: naming ``parallel.layer_split``.
+    """
+    require(policy in LAYER_SPLITS, "parallel.layer_split", policy,
+            f"must be one of {', '.join(LAYER_SPLITS)}")
+    require(policy == "even" or (first_stage_layers is None and last_stage_layers is None),
+            "parallel.layer_split", policy,
+            "explicit parallel.first_stage_layers / last_stage_layers need layer_split=even")
 
 
 def balanced_split(num_layers: int, chunks: int, output_layers: float) -> tuple[int, ...]:
@@ -79,16 +94,12 @@ def chunk_layers(num_layers: int, pp: int, vp: int = 1, first_stage_layers: int 
             is given with the balanced split.
     """
     chunks = pp * vp
-    require(policy in LAYER_SPLITS, "parallel.layer_split", policy,
-            f"must be one of {', '.join(LAYER_SPLITS)}")
+    check_layer_split(policy, first_stage_layers, last_stage_layers)
     require(num_layers >= chunks, "workload.num_layers", num_layers,
             f"every model chunk needs a layer: must be >= pp*vp={chunks}")
-    explicit = first_stage_layers is not None or last_stage_layers is not None
-    require(policy == "even" or not explicit, "parallel.layer_split", policy,
-            "explicit parallel.first_stage_layers / last_stage_layers need layer_split=even")
     if policy == "balanced":
         return balanced_split(num_layers, chunks, output_layers)
-    if not explicit:
+    if first_stage_layers is None and last_stage_layers is None:
         return tuple(_even(num_layers, chunks))
     key = "parallel.first_stage_layers" if first_stage_layers is not None \
         else "parallel.last_stage_layers"

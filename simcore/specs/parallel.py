@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from simcore.errors import InputError, require
 from simcore.limits import limit
-from simcore.specs.layer_split import LAYER_SPLITS, chunk_layers
+from simcore.specs.layer_split import check_layer_split, chunk_layers
 
 __all__ = ["PRECISIONS", "RECOMPUTE_MODES", "WORK_SPLITS", "ParallelSpec"]
 
@@ -147,12 +147,7 @@ class ParallelSpec:
                 "must order the four dimensions tp, cp, dp, pp joined by '-' (innermost first)")
         require(self.vp == 1 or self.pp > 1, p + "vp", self.vp,
                 "virtual pipeline stages need pp > 1")
-        require(self.layer_split in LAYER_SPLITS, p + "layer_split", self.layer_split,
-                f"must be one of {', '.join(LAYER_SPLITS)}")
-        require(self.layer_split == "even" or (self.first_stage_layers is None
-                                               and self.last_stage_layers is None),
-                p + "layer_split", self.layer_split,
-                "explicit parallel.first_stage_layers / last_stage_layers need layer_split=even")
+        check_layer_split(self.layer_split, self.first_stage_layers, self.last_stage_layers)
         require(self.work_split in WORK_SPLITS, p + "work_split", self.work_split,
                 f"must be one of {', '.join(WORK_SPLITS)}")
         if self.work_shares is not None:

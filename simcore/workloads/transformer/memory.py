@@ -112,7 +112,6 @@ def plan_stage_layers(model: ModelLike, par: ParallelLike, stage: int) -> int:
     return stage_layers(split, par.pp, stage)
 
 
-
 def _stage_params(model: ModelLike, par: ParallelLike, stage: int) -> float:
     t = par.tp
     layer = model.attention_params / t + (model.num_experts / par.ep) * model.expert_params / t
