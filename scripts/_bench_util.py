@@ -20,6 +20,10 @@ GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=9
                  seq_len=2048, vocab_size=51200)
 MTNLG = ModelSpec(name="mt_nlg_530b", num_layers=105, hidden_size=20480, num_heads=128,
                   seq_len=2048, vocab_size=51200)
+#: Llama 3 405B (conf/workload/llama3_405b.yaml): 126 layers, no power-of-two pp above 2 divides
+LLAMA3_405B = ModelSpec(name="llama3_405b", num_layers=126, hidden_size=16384, num_heads=128,
+                        num_kv_heads=8, ffn_hidden_size=53248, seq_len=8192, vocab_size=128256,
+                        mlp="swiglu")
 
 
 def median_s(fn: Callable[[], object], repeats: int) -> float:

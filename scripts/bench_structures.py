@@ -1,7 +1,9 @@
 """Benchmark of cold structures: how long a *new* parallelization plan takes to evaluate.
 
-Three cases: GPT-3 175B on 1,024 A100s, Megatron-Turing NLG 530B (105 layers, h=20480, 128 heads;
-Smith et al. 2022) on 2,240 A100s, and GPT-3 175B again with Megatron-LM's TP communication
+Cases: GPT-3 175B on 1,024 A100s, Megatron-Turing NLG 530B (105 layers, h=20480, 128 heads;
+Smith et al. 2022) on 2,240 A100s, Llama 3 405B on 8,192 GPUs (``llama405b``: 126 layers, so
+every pp of 4-64 splits them unevenly, even or ``parallel.layer_split=balanced``), and GPT-3
+175B again with Megatron-LM's TP communication
 overlap on and context parallelism 1 or 2 (``gpt3_overlap``: plans whose passes issue dozens of
 ops per layer, replayed per kind of pass), and the same plans with each run of overlapped steps
 one closed-form block (``gpt3_overlap_blocks``, ``parallel.overlap_blocks``; its first
@@ -31,7 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _bench_util import GPT3, MTNLG
+from _bench_util import GPT3, LLAMA3_405B, MTNLG
 
 from simcore.api import _compiled, check_structure, simulate_batch
 from simcore.specs.parallel import ParallelSpec
@@ -42,6 +44,9 @@ CASES = {
              {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2)}, {}),
     "530b": ("MT-NLG 530B, 2,240 GPUs", MTNLG, 2240, 1920,
              {"tp": (8,), "pp": (35, 7, 5, 14), "vp": (1, 3), "mb": (1, 2)}, {}),
+    "llama405b": ("Llama 3 405B, 8,192 GPUs", LLAMA3_405B, 8192, 2048,
+                  {"tp": (4, 8), "pp": (8, 16, 32, 64), "vp": (1, 2), "mb": (1, 2),
+                   "split": (None, 1, "balanced")}, {}),
     "gpt3_overlap": ("GPT-3 175B, TP overlap, CP 1-2", GPT3, 1024, 1536,
                      {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2),
                       "cp": (1, 2)}, {"tp_comm_overlap": True}),
@@ -58,17 +63,20 @@ def plans(case: str, n: int, seed: int = 0) -> list[ParallelSpec]:
     """``n`` distinct valid plans of ``case`` in a seeded random order."""
     _, model, gpus, gb, axes, fixed = CASES[case]
     system = SystemSpec(num_gpus=gpus)
+    # the layer split: even (None), a first stage one layer short (1; vp 1 only), balanced
     grid = list(itertools.product(axes["tp"], axes["pp"], axes["vp"], axes["mb"],
                                   ("none", "selective", "full"), (0, 1, 2), (True, False),
-                                  (None, 1), axes.get("cp", (1,))))
+                                  axes.get("split", (None, 1)), axes.get("cp", (1,))))
     rng = np.random.default_rng(seed)
     out: list[ParallelSpec] = []
     for i in rng.permutation(len(grid)).tolist():
-        tp, pp, vp, mb, rc, zero, sp, first, cp = grid[i]
+        tp, pp, vp, mb, rc, zero, sp, split, cp = grid[i]
+        first = None if split in (None, "balanced") or vp > 1 else \
+            max(1, model.num_layers // pp - 1)
+        balanced = {"layer_split": "balanced"} if split == "balanced" else {}  # older trees
         par = ParallelSpec(tp=tp, pp=pp, vp=vp, cp=cp, micro_batch=mb, global_batch=gb,
                            recompute=rc, zero_stage=zero, sequence_parallel=sp,
-                           first_stage_layers=None if first is None or vp > 1 else
-                           max(1, model.num_layers // pp - 1), **fixed)
+                           first_stage_layers=first, **balanced, **fixed)
         resolved, _ = check_structure(model, par, system)
         if resolved is not None:
             out.append(par)
