@@ -138,7 +138,8 @@ def test_a_list_element_the_config_lacks_is_refused_before_any_trial(tmp_path: P
 def test_default_space_runs_uneven_pipelines_of_llama3_405b(tmp_path: Path) -> None:
     """126 layers divide by no power of two above 2: the default space still searches pp 4-64
     (uneven splits) and the balanced split, so the 405B model finds plans that fit 80 GB;
-    with pp limited to divisors of the layers every trial was out of memory."""
+    with pp limited to divisors of the layers (1 or 2) no trial was feasible (invalid batch
+    splits or out of memory)."""
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         cfg = compose("config", overrides=[
             "workload=llama3_405b", "system=dgx_h100_80g", "system.num_gpus=8192",
