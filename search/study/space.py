@@ -35,8 +35,10 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from search.config.build import build_model
 from simcore.errors import InputError
 from simcore.limits import limit
+from simcore.specs.layer_split import balanced_split, chunk_layers
 
 __all__ = [
     "SearchSpace",
@@ -268,9 +270,26 @@ def _choice(values: list[Any]) -> str:
 _PP_PADDING_MAX = 0.1
 
 
+def _split_matters(num_layers: int, pp: list[int], output_layers: float) -> bool:
+    """Whether ``parallel.layer_split`` can change a plan of these pp (vp 1 or 2): some pp
+    splits the layers unevenly, or the balanced split lowers the busiest chunk's work (the
+    output layer's counted on the last chunk) below the even split's."""
+    def busiest(split: tuple[int, ...]) -> float:
+        return max(*split[:-1], split[-1] + output_layers) if len(split) > 1 else 0.0
+
+    for p in pp:
+        if num_layers % p:
+            return True
+        for chunks in (p, 2 * p):
+            if p > 1 and num_layers >= chunks and busiest(balanced_split(
+                    num_layers, chunks, output_layers)) < busiest(chunk_layers(num_layers, chunks)):
+                return True
+    return False
+
+
 def default_parallel_space(
     *, num_gpus: int, gpus_per_node: int, num_layers: int, num_heads: int, global_batch: int,
-    num_experts: int = 1,
+    num_experts: int = 1, output_layers: float = 0.0,
 ) -> dict[str, str]:
     """The parallelization of a workload on a system, as sweep expressions.
 
@@ -279,7 +298,9 @@ def default_parallel_space(
     64 and the layer count that divide the layers, or split them unevenly with at most 10% of
     padding (``pp * ceil(L / pp) <= 1.1 L``: the busiest stage's extra layers are a small
     part; Llama 3 405B's 126 layers divide by no power of two above 2, and Meta ran it at pp
-    16), and then the layer split ``even`` / ``balanced`` (:mod:`simcore.specs.layer_split`);
+    16); the layer split ``even`` / ``balanced`` (:mod:`simcore.specs.layer_split`) where it
+    can change a plan: an uneven pp, or a balanced split whose busiest chunk is lighter, the
+    output layer's work (``output_layers``, in layers) counted on the last chunk;
     micro-batch 1/2/4/8 (up to the global batch); interleaving 1/2; sequence parallelism;
     recompute none/selective/full; ZeRO 0/1; ep for MoE models. dp is derived
     (num_gpus / (tp*pp*cp)); combinations that do not divide are infeasible trials.
@@ -297,7 +318,7 @@ def default_parallel_space(
         "parallel.recompute": _choice(["none", "selective", "full"]),
         "parallel.zero_stage": _choice([0, 1]),
     }
-    if any(num_layers % p for p in pp):  # an uneven pipeline: even or balanced
+    if _split_matters(num_layers, pp, output_layers):
         space["parallel.layer_split"] = _choice(["even", "balanced"])
     if num_experts > 1:
         space["parallel.ep"] = _choice([e for e in (1, 2, 4, 8, 16, 32, 64)
@@ -345,9 +366,11 @@ def default_space(workload: Mapping[str, Any], *, num_gpus: int, gpus_per_node: 
     :func:`default_parallel_space` for the transformer, :func:`default_dp_space` otherwise."""
     family = str(workload.get("family") or "transformer")
     if family == "transformer":
+        model = build_model({"workload": dict(workload)})
         return default_parallel_space(
             num_gpus=num_gpus, gpus_per_node=gpus_per_node,
             num_layers=int(workload["num_layers"]), num_heads=int(workload["num_heads"]),
-            global_batch=global_batch, num_experts=int(workload.get("num_experts") or 1))
+            global_batch=global_batch, num_experts=int(workload.get("num_experts") or 1),
+            output_layers=model.output_layer_equivalents())
     return default_dp_space(family=family, num_gpus=num_gpus, global_batch=global_batch,
                             num_tables=int(workload.get("num_tables") or 1))

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from search.study.space import evaluate_derived, parse_distribution, parse_space
+from search.study.space import (
+    default_parallel_space,
+    default_space,
+    evaluate_derived,
+    parse_distribution,
+    parse_space,
+)
 from simcore.errors import InputError
 
 
@@ -61,3 +70,29 @@ def test_derived_rejects_code_and_clashes() -> None:
         evaluate_derived("x", "__import__('os').getcwd()", lambda key: 1)
     with pytest.raises(InputError, match="also searched"):
         parse_space({"parallel.dp": "1,2"}, {"parallel.dp": "system.num_gpus"})
+
+
+
+CONF = Path(__file__).resolve().parents[3] / "conf"
+
+
+def _default_space(workload: str, num_gpus: int) -> dict[str, str]:
+    data = yaml.safe_load((CONF / "workload" / f"{workload}.yaml").read_text())
+    return default_space(data, num_gpus=num_gpus, gpus_per_node=8, global_batch=2048)
+
+
+def test_layer_split_is_searched_where_it_can_change_a_plan() -> None:
+    """GPT-3: every pp divides 96 and the output layer (0.34 layers) never sets the busiest
+    chunk, so the axis would only slow the search; Llama 3 405B: every pp of 4-64 is uneven;
+    Llama 3 70B: 80 layers divide, but at pp 16 the output layer (1.06 layers at s 8,192) makes
+    the last stage the busiest (5 + 1.06) and balanced (a stage of 6, the last 4) is lighter."""
+    assert "parallel.layer_split" not in _default_space("gpt3_175b", 1024)
+    for workload in ("llama3_405b", "llama3_70b"):
+        space = _default_space(workload, 8192)
+        assert space["parallel.layer_split"] == "choice(even,balanced)", workload
+    assert "64" in _default_space("llama3_405b", 8192)["parallel.pp"]  # 126 / 64: 1.6% pad
+    assert "32" not in _default_space("llama3_70b", 8192)["parallel.pp"]  # 80 / 32: 20% pad
+    # the same divisible shape with a negligible output layer: nothing to balance
+    args = dict(num_gpus=8192, gpus_per_node=8, num_layers=80, num_heads=64, global_batch=2048)
+    assert "parallel.layer_split" not in default_parallel_space(**args, output_layers=0.05)
+    assert "parallel.layer_split" in default_parallel_space(**args, output_layers=1.06)
