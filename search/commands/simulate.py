@@ -10,6 +10,7 @@ configured fidelity schedules them (its last event ends at the printed iteration
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -19,6 +20,9 @@ from search.config.build import build_specs
 from search.config.compose import compose
 from simcore.api import check_structure, interval_columns, simulate_batch
 from simcore.formats import chrome_trace
+from simcore.specs.layer_split import stage_layers
+from simcore.specs.parallel import ParallelSpec
+from simcore.workloads.transformer.spec import ModelSpec
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -51,6 +55,19 @@ def _format(row: dict[str, Any], header: str) -> str:
     return "\n".join(lines)
 
 
+def stage_layers_text(model: object, parallel: ParallelSpec) -> str | None:
+    """``7, 8 x 14, 7``: transformer layers on each pipeline stage (runs of equal counts
+    folded) when the plan splits them unevenly; None for an even split or another family."""
+    if not isinstance(model, ModelSpec) or parallel.pp == 1:
+        return None
+    split = parallel.chunk_layers(model.num_layers, model.output_layer_equivalents())
+    counts = [stage_layers(split, parallel.pp, s) for s in range(parallel.pp)]
+    if len(set(counts)) == 1:
+        return None
+    runs = [(count, len(list(group))) for count, group in itertools.groupby(counts)]
+    return ", ".join(f"{c} x {n}" if n > 1 else str(c) for c, n in runs)
+
+
 def main(argv: list[str]) -> int:
     """Run the command; returns the exit code."""
     args = _parse(argv)
@@ -74,7 +91,12 @@ def main(argv: list[str]) -> int:
         dp = par.dp if par is not None else parallel.dp
         header = (f"{model.name} on {system.name} x{system.num_gpus}: tp={parallel.tp} "
                   f"pp={parallel.pp} dp={dp} cp={parallel.cp} ep={parallel.ep} vp={parallel.vp}")
-        print(_format(row, header))
+        text = _format(row, header)
+        layers = stage_layers_text(model, par) if par is not None else None
+        if layers is not None:  # after the header: how an uneven plan split the layers
+            head, rest = text.split("\n", 1)
+            text = f"{head}\n  layers per stage    {layers}\n{rest}"
+        print(text)
         if not row["feasible"] and par is None:
             print(f"  ({reason})")
     if args.trace:

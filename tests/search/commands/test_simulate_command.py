@@ -49,3 +49,18 @@ def test_trace_file(tmp_path: pytest.TempPathFactory) -> None:
     events = json.loads(path.read_text())["traceEvents"]
     names = {e["name"] for e in events if e["ph"] == "X"}
     assert {"pp_send", "optimizer_step"} <= names
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    (["parallel.pp=4"], None),  # 24 layers on 4 stages: even, no line
+    (["parallel.pp=5"], "5 x 4, 4"),  # 24 on 5: the first four get one more
+    (["parallel.pp=4", "parallel.layer_split=balanced"], "6 x 2, 7, 5"),  # output 1.79 layers
+])
+def test_simulate_prints_an_uneven_split(capsys: pytest.CaptureFixture[str],
+                                         overrides: list[str], expected: str | None) -> None:
+    """gpt_1b (24 layers, 51,200 words at h 2,048: its output layer is worth 1.79 layers)."""
+    assert main(["simulate", "workload=gpt_1b", "system.num_gpus=40",
+                 "parallel.global_batch=40", "tracking.enabled=false", *overrides]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("  layers per stage")]
+    assert lines == ([] if expected is None else [f"  layers per stage    {expected}"])
