@@ -4,7 +4,8 @@
 ``astra`` fidelity costs with it (:mod:`.costs`, :mod:`.machine`), so the two cannot drift
 (reference/astra-sim-and-chakra.md §2.1 system JSON, §3 analytical network):
 
-- network: the scale-up dimension (GPUs of a node) and, with more than one node, the scale-out
+- network: the scale-up dimension (GPUs of a node, or of the job when it is smaller than a
+  node) and, with more than one node, the scale-out
   dimension; its ``bandwidth`` in ASTRA-sim's "GB/s", which are GiB/s (our GB/s x 1e9 / 2^30,
   6 decimals), ``latency`` in ns;
 - system: ``ring`` on every dimension for every collective, ``LIFO`` scheduling,
@@ -40,7 +41,9 @@ def _dims(system: SystemSpec) -> list[tuple[TopologyDimSpec, int]]:
     require(not system.scaleout_dims, "system.scaleout_dims",
             [d.size for d in system.scaleout_dims],
             "not exported: the ASTRA-sim system has two network dimensions (scale-up, scale-out)")
-    dims = [(system.scaleup, system.gpus_per_node)]
+    # a job smaller than a node spans only its own GPUs of the scale-up domain: ASTRA-sim
+    # reads one trace per NPU of the network (npus_count multiplied over the dimensions)
+    dims = [(system.scaleup, min(system.gpus_per_node, system.num_gpus))]
     if system.num_nodes > 1:
         dims.append((system.scaleout, system.num_nodes))
     return dims
