@@ -146,8 +146,12 @@ def report(cases: list[dict[str, str]], preds: list[dict[str, Any]],
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
+    """The rows of a CSV file as written by hand, pandas or a spreadsheet: a UTF-8 byte-order
+    mark (Excel's "CSV UTF-8") is dropped, and spaces around column names and after commas too
+    (every row had lost its ``case_id`` to the mark)."""
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        return [{key.strip(): value for key, value in row.items() if key is not None}
+                for row in csv.DictReader(fh, skipinitialspace=True)]
 
 
 def _measured_for(path: Path, explicit: Path | None) -> dict[str, float]:

@@ -106,3 +106,24 @@ def test_an_mlp_not_4h_wide_is_gated_unless_the_row_says():
     assert float(_time(llama)) > 1.1 * float(_time({**llama, "mlp": "gelu"}))
     assert complete_row({**llama, "mlp": "gelu"})[1] == {}  # what the row says stays
     assert complete_row(ROW)[1] == {}  # 8,192 = 4 x 2,048: GELU, nothing assumed
+
+
+def test_a_spreadsheet_csv_reads_as_the_plain_file(tmp_path):
+    """Excel's "CSV UTF-8" starts with a byte-order mark, and hand-written files put spaces
+    after commas: the same predictions as the plain file (the mark cost every row its
+    case_id, the spaces every column name)."""
+    rows = [ROW, {**ROW, "case_id": "tp4", "tp": "4", "dp": "4"}]
+    plain, sheet = tmp_path / "plain.csv", tmp_path / "sheet.csv"
+    with plain.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(ROW))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = plain.read_text().splitlines()
+    sheet.write_text("\ufeff" + "\r\n".join(", ".join(line.split(",")) for line in lines) + "\r\n",
+                     encoding="utf-8")
+    outs = []
+    for path in (plain, sheet):
+        out = tmp_path / f"{path.stem}_pred.csv"
+        assert main(["--cases", str(path), "--out", str(out)]) == 0
+        outs.append(out.read_text())
+    assert outs[0] == outs[1] and outs[0].count(",ok,") == 2
