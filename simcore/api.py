@@ -38,7 +38,7 @@ from simcore.workloads import family_of
 from simcore.workloads.layout import RankLayout
 
 __all__ = ["check_structure", "compiled_workload", "evaluated_durations", "interval_columns",
-           "simulate_batch",
+           "simulate_batch", "stage_layer_counts",
            "structure_key"]
 
 
@@ -47,6 +47,21 @@ def structure_key(model: Hashable, parallel: ParallelSpec, system: SystemSpec) -
     several device pools, their counts and node sizes are part of it)."""
     key = (model, parallel, system.num_gpus, system.gpus_per_node)
     return (*key, system.pool_structure) if system.pools else key
+
+
+def stage_layer_counts(model: Hashable, parallel: ParallelSpec) -> tuple[int, ...] | None:
+    """Transformer layers on each pipeline stage under the plan's split (even, the explicit
+    first / last counts, or ``layer_split = balanced``: :mod:`simcore.specs.layer_split`); None
+    for a family without a layer stack to split (its spec has no output layer to weigh).
+
+    Raises:
+        InputError: the plan cannot split the model's layers.
+    """
+    weigh = getattr(model, "output_layer_equivalents", None)
+    if weigh is None:
+        return None
+    split = parallel.chunk_layers(int(cast(Any, model).num_layers), float(weigh()))
+    return tuple(sum(split[stage::parallel.pp]) for stage in range(parallel.pp))
 
 
 def check_structure(model: Hashable, parallel: ParallelSpec, system: SystemSpec

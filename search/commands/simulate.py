@@ -13,16 +13,15 @@ import argparse
 import itertools
 import json
 import sys
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 from search.config.build import build_specs
 from search.config.compose import compose
-from simcore.api import check_structure, interval_columns, simulate_batch
+from simcore.api import check_structure, interval_columns, simulate_batch, stage_layer_counts
 from simcore.formats import chrome_trace
-from simcore.specs.layer_split import stage_layers
 from simcore.specs.parallel import ParallelSpec
-from simcore.workloads.transformer.spec import ModelSpec
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -55,14 +54,11 @@ def _format(row: dict[str, Any], header: str) -> str:
     return "\n".join(lines)
 
 
-def stage_layers_text(model: object, parallel: ParallelSpec) -> str | None:
+def stage_layers_text(model: Hashable, parallel: ParallelSpec) -> str | None:
     """``7, 8 x 14, 7``: transformer layers on each pipeline stage (runs of equal counts
     folded) when the plan splits them unevenly; None for an even split or another family."""
-    if not isinstance(model, ModelSpec) or parallel.pp == 1:
-        return None
-    split = parallel.chunk_layers(model.num_layers, model.output_layer_equivalents())
-    counts = [stage_layers(split, parallel.pp, s) for s in range(parallel.pp)]
-    if len(set(counts)) == 1:
+    counts = stage_layer_counts(model, parallel)
+    if counts is None or len(set(counts)) == 1:
         return None
     runs = [(count, len(list(group))) for count, group in itertools.groupby(counts)]
     return ", ".join(f"{c} x {n}" if n > 1 else str(c) for c, n in runs)
