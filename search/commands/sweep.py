@@ -69,7 +69,10 @@ def main(argv: list[str]) -> int:
           f"start-up {outcome.startup_s:.1f} s"
           f"{'' if cfg.sweep.get('in_process', False) else ' (Ray workers, first structure)'}, finish "
           f"{outcome.finish_s:.1f} s (table, plots, MLflow; MLflow calls {outcome.log_s:.1f} s, "
-          f"partly beside the start-up); retries: {outcome.retries}")
+          f"partly beside the start-up)"
+          + (f", waiting for the MLflow store to open {outcome.tracking_wait_s:.1f} s"
+             if outcome.tracking_wait_s >= 0.05 else "")
+          + f"; retries: {outcome.retries}")
     print(f"results: {outcome.output_dir / 'results.parquet'}")
     if outcome.tracking_ok and cfg.tracking.enabled:
         where = "" if cfg.tracking.uri is None else f" (tracking server {cfg.tracking.uri})"

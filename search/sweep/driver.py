@@ -222,9 +222,11 @@ def _evaluate(plan: SweepPlan, cfg: DictConfig, pool: Any, done: np.ndarray,
                 on_batch(res)
         if bar is not None:
             bar.close()
-        feed.close()
         outcome.eval_s = time.perf_counter() - t_eval
         outcome.driver_cpu_s = time.process_time() - cpu_eval
+        t_wait = time.perf_counter()  # a short sweep can outrun a new MLflow store's creation
+        feed.close()
+        outcome.tracking_wait_s = time.perf_counter() - t_wait
     finally:
         store.flush()
         outcome.retries = pool.retries

@@ -36,6 +36,7 @@ class SweepOutcome:
     wall_s: float = 0.0
     startup_s: float = 0.0  # output folder, Ray pool start and warm-up, until the first batch
     eval_s: float = 0.0  # from the first batch submitted to the last result received
+    tracking_wait_s: float = 0.0  # then waiting for the MLflow session still opening (a new store)
     driver_cpu_s: float = 0.0  # this process's CPU, all threads, over the same span
     finish_s: float = 0.0  # table, summary, plots and MLflow record after the last result
     write_s: float = 0.0
