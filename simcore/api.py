@@ -32,6 +32,7 @@ from simcore.hardware.batch import SystemBatch, per_distinct
 from simcore.limits import limit
 from simcore.memory.capacity import check_capacity, check_stage_pools
 from simcore.memory.offload import apply_memory_tier
+from simcore.specs.layer_split import stage_layers
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads import family_of
@@ -61,7 +62,7 @@ def stage_layer_counts(model: Hashable, parallel: ParallelSpec) -> tuple[int, ..
     if weigh is None:
         return None
     split = parallel.chunk_layers(int(cast(Any, model).num_layers), float(weigh()))
-    return tuple(sum(split[stage::parallel.pp]) for stage in range(parallel.pp))
+    return tuple(stage_layers(split, parallel.pp, stage) for stage in range(parallel.pp))
 
 
 def check_structure(model: Hashable, parallel: ParallelSpec, system: SystemSpec

@@ -32,9 +32,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _format(row: dict[str, Any], header: str) -> str:
+def _format(row: dict[str, Any], header: str, layers: str | None = None) -> str:
     t = float(row["iteration_time_s"])
-    lines = [header, f"  iteration time      {t:10.4f} s"]
+    lines = [header]
+    if layers is not None:  # how a plan split the layers unevenly
+        lines.append(f"  layers per stage    {layers}")
+    lines.append(f"  iteration time      {t:10.4f} s")
     for tag in ("80", "95"):
         lo, hi = row.get(f"iter_time_lo{tag}_s", t), row.get(f"iter_time_hi{tag}_s", t)
         if lo == lo and hi == hi:  # not NaN: the calibration carries an interval
@@ -87,12 +90,8 @@ def main(argv: list[str]) -> int:
         dp = par.dp if par is not None else parallel.dp
         header = (f"{model.name} on {system.name} x{system.num_gpus}: tp={parallel.tp} "
                   f"pp={parallel.pp} dp={dp} cp={parallel.cp} ep={parallel.ep} vp={parallel.vp}")
-        text = _format(row, header)
         layers = stage_layers_text(model, par) if par is not None else None
-        if layers is not None:  # after the header: how an uneven plan split the layers
-            head, rest = text.split("\n", 1)
-            text = f"{head}\n  layers per stage    {layers}\n{rest}"
-        print(text)
+        print(_format(row, header, layers))
         if not row["feasible"] and par is None:
             print(f"  ({reason})")
     if args.trace:

@@ -368,9 +368,8 @@ def default_space(workload: Mapping[str, Any], *, num_gpus: int, gpus_per_node: 
     if family == "transformer":
         model = build_model({"workload": dict(workload)})
         return default_parallel_space(
-            num_gpus=num_gpus, gpus_per_node=gpus_per_node,
-            num_layers=int(workload["num_layers"]), num_heads=int(workload["num_heads"]),
-            global_batch=global_batch, num_experts=int(workload.get("num_experts") or 1),
-            output_layers=model.output_layer_equivalents())
+            num_gpus=num_gpus, gpus_per_node=gpus_per_node, num_layers=model.num_layers,
+            num_heads=model.num_heads, global_batch=global_batch,
+            num_experts=model.num_experts, output_layers=model.output_layer_equivalents())
     return default_dp_space(family=family, num_gpus=num_gpus, global_batch=global_batch,
                             num_tables=int(workload.get("num_tables") or 1))
