@@ -23,9 +23,9 @@ forward FLOPs (:meth:`simcore.workloads.transformer.spec.ModelSpec.output_layer_
 cost (layers, plus ``output_layers`` on the last chunk) is the least possible, every chunk at
 least one layer; of chunks that tie, the earliest are left the lighter, so the first stage (the
 embedding, and in 1F1B the most micro-batches of activations in flight) gives up a layer first.
-This is the hand balance of Llama 3 405B (Dubey et al. 2024, Sec. 3.3.2: one transformer layer
-fewer on the first and on the last pipeline stage): 126 layers on 16 stages give
-``7, 8 x 14, 7``. The minimum is reached by adding layers one at a time to the chunk whose cost
+This is the hand balance of Llama 3 405B (Dubey et al. 2024, Sec. 3.3.2, as recalled: not in
+reference/: one transformer layer fewer on the first and on the last pipeline stage): 126
+layers on 16 stages give ``7, 8 x 14, 7``. The minimum is reached by adding layers one at a time to the chunk whose cost
 after the addition is least (layers are equal items, so the greedy is optimal for the largest
 cost). It is a compute balance; stage memory is not balanced.
 """

@@ -13,6 +13,7 @@ from simcore.errors import InputError
 from simcore.ir.graph import CommType, GraphBuilder, NodeKind
 from simcore.traces.chakra.et import AttrKind, NodeType, read_traces
 from simcore.traces.chakra.export import graph_to_traces, write_comm_groups, write_traces
+from tests.shared_paths import GPT3_INPUTS, SHARED, needs_shared
 
 
 def _small_graph() -> GraphBuilder:
@@ -148,6 +149,22 @@ def test_a_job_smaller_than_a_node_exports_a_network_of_its_own_gpus(tmp_path: P
     direct = simulate_batch(model, parallel, [system], fidelity="astra")
     # whole cycles on the emulated side: within a cycle (here 3,753,706.0000000005 vs 3,753,707)
     assert float(direct.iteration_time_s[0]) * 1e9 == pytest.approx(astra_ns, rel=1e-12, abs=1.0)
+
+
+@needs_shared
+def test_astra_sims_own_inputs_give_one_trace_per_npu_of_the_network() -> None:
+    """The convention the sub-node export follows, on ASTRA-sim's real inputs (its generator's
+    64-NPU trace, and the 256-NPU export ASTRA-sim ran on a 2-D and a 1-D network): the NPUs
+    of the network file, multiplied over its dimensions, are exactly the trace files."""
+    from simcore.emulator.inputs import read_network
+
+    for folder, networks in ((GPT3_INPUTS, ("network.yml",)),
+                             (SHARED / "astra-inputs" / "gpt3_175b_256npu_export",
+                              ("network.yml", "network_1d.yml"))):
+        traces = len(list(folder.glob("workload.*.et")))
+        assert traces in (64, 256)
+        for name in networks:
+            assert read_network(folder / name).npus == traces, (folder.name, name)
 
 
 @pytest.mark.slow
