@@ -16,7 +16,8 @@ tests/data/validation/extra_cases.csv with their measured files):
 Minimises the mean squared log error of iteration time; there is no per-case constant. Every case
 is simulated once over a grid of compute fractions (the grid is the batch axis of
 ``simulate_batch``). Only A100 runs exist, so the values are carried to the other generations
-(said in each file's header).
+(said in each file's header), except a compute fraction stage 1 took from a generation's own runs
+(Blackwell: SimuMax's fit on B200 runs).
 """
 
 from __future__ import annotations
@@ -73,9 +74,12 @@ def _script(name: str) -> ModuleType:
     return module
 
 
-def fit_end_to_end(calibs: dict[str, CalibrationSpec], case_files: list[tuple[Path, Path]]
+def fit_end_to_end(calibs: dict[str, CalibrationSpec], case_files: list[tuple[Path, Path]],
+                   own_fraction: frozenset[str] = frozenset()
                    ) -> tuple[dict[str, CalibrationSpec], list[str]]:
-    """Fit on the A100 runs; carry the values to the other generations (no runs for them)."""
+    """Fit on the A100 runs; carry the values to the other generations (no runs for them),
+    except the compute fraction of the presets in ``own_fraction`` (set from their own
+    generation's runs by stage 1)."""
     rows: list[dict[str, str]] = []
     measured: dict[str, float] = {}
     for cases, meas in case_files:
@@ -97,12 +101,14 @@ def fit_end_to_end(calibs: dict[str, CalibrationSpec], case_files: list[tuple[Pa
     s = cv.summary()
     best = round(cv.params_all[KEY], 4)
     q80, q95 = (round(cv.halfwidths[lv], 4) for lv in (0.8, 0.95))
-    out = {name: replace(c, **{KEY: best, "interval80_log_halfwidth": q80,
-                               "interval95_log_halfwidth": q95}) for name, c in calibs.items()}
+    out = {name: replace(c, **{KEY: c.sustained_compute_fraction if name in own_fraction else best,
+                               "interval80_log_halfwidth": q80, "interval95_log_halfwidth": q95})
+           for name, c in calibs.items()}
     sources = ", ".join(_short(c) for c, _ in case_files)
     log = [f"end to end over {s['n']} published A100 runs ({sources}): {KEY}={best:.4f} on the "
            f"Megatron-LM runs; in-sample MAPE {s['mape_in_sample']:.2f}%, leave-one-group-out "
-           f"MAPE {s['mape_logo']:.2f}% (bias {s['bias_logo']:+.2f}%); carried to other GPUs",
+           f"MAPE {s['mape_logo']:.2f}% (bias {s['bias_logo']:+.2f}%); carried to other GPUs"
+           + (f" except {', '.join(sorted(own_fraction))} (above)" if own_fraction else ""),
            f"conformal log half-widths from the LOGO residuals: 80% {q80}, 95% {q95} (coverage "
            f"{100 * cv.coverage[0.8]:.0f}% / {100 * cv.coverage[0.95]:.0f}%)"]
     log.append(f"stack deepspeed: kernel_launch_floor_us={floor_us:g} on vTrain's single-node "

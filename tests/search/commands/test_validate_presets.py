@@ -13,6 +13,8 @@ from __future__ import annotations
 import pytest
 
 from search.commands.validate import build_case, cluster_for, predict
+from simcore.hardware.batch import SystemBatch
+from simcore.hardware.compute import gemm_time_s
 
 CASES_MD_GPUS = ("a100_80g", "h100_80g", "a100_40g", "h800_80g", "h200_141g", "b200", "gb200",
                  "gb300", "v100_32g", "p100_16g")
@@ -75,3 +77,23 @@ def test_every_gpu_precision_pair_is_predicted_with_intervals(gpu: str, precisio
     else:
         assert out["status"] == "infeasible"
         assert precision in out["error"] and gpu in out["error"]
+
+
+@pytest.mark.parametrize("gpu", ["b200", "gb200", "gb300"])
+def test_blackwell_gemms_run_at_simumax_in_training_efficiency(gpu: str) -> None:
+    """A large bf16 GEMM of a Blackwell row runs at 0.488 of its bf16 peak (SimuMax's matmul
+    efficiency fitted on its B200 runs, reference/peers-hardware-measurements.md A.3: 0.488 of
+    2,250 TF) times the shape curve, where an H100 row keeps the A100 runs' fraction (> 0.7)."""
+    def achieved(gpu_name: str) -> tuple[float, float, float]:
+        system = build_case(_row(gpu_name, "bf16"))[2]
+        d = 16384.0
+        seconds = float(gemm_time_s(SystemBatch.from_specs([system]), d, d, d, "bf16")[0, 0])
+        half = system.calibration.gemm_half_dim
+        shape = (d / (d + half)) ** 3
+        return 2 * d ** 3 / seconds / 1e12, system.accelerator.peak_tflops_bf16, shape
+
+    tflops, peak, shape = achieved(gpu)
+    assert peak >= 2250.0
+    assert tflops / (peak * shape) == pytest.approx(0.488, rel=2e-3)
+    h_tflops, h_peak, h_shape = achieved("h100_80g")
+    assert h_tflops / (h_peak * h_shape) > 0.7
