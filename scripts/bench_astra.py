@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,7 +120,7 @@ def _export_table(inputs: Path, repeat: int) -> None:
     _cold_warm_table(f"simsweep's GPT-3 175B export, 256 NPUs ({inputs})", inputs, cases, repeat)
 
 
-def _cold_warm_table(title: str, inputs: Path, cases: list[tuple[str, str, str, str, float,
+def _cold_warm_table(title: str, inputs: Path, cases: Sequence[tuple[str, str, str, str, float,
                                                                   dict[int, tuple[int, int]] | None]],
                      repeat: int) -> None:
     """Fresh-process runs, cold and warm ET cache, CPU time against ASTRA-sim's CPU time."""

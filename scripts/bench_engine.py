@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import time
 import tracemalloc
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from _bench_util import median_s
@@ -32,7 +34,7 @@ def synthetic_graph() -> Graph:
     last: list[int | None] = [None] * RANKS
     for step in range(STEPS):
         comp = [b.add(NodeKind.COMPUTE, resources=[f"r{r}.compute"],
-                      deps=[] if last[r] is None else [last[r]], rank=r) for r in range(RANKS)]
+                      deps=[d for d in (last[r],) if d is not None], rank=r) for r in range(RANKS)]
         for g in range(RANKS // TP):
             members = range(g * TP, (g + 1) * TP)
             node = b.add(NodeKind.COLLECTIVE, resources=[f"r{r}.tp" for r in members],
@@ -113,12 +115,8 @@ def bench(title: str, graph: Graph) -> None:
         for b in (1, 64, 1024):
             dur = rng.uniform(1.0, 2.0, size=(graph.num_nodes, b))
             seg = np.add.reduceat(dur[plan.order], plan.seg_ptr[:-1], axis=0)
-            if kind == "nodes":
-                def fn(dur: np.ndarray = dur) -> object:
-                    return run_schedule(plan, dur)
-            else:
-                def fn(seg: np.ndarray = seg) -> object:
-                    return run_chains(plan, seg)
+            fn: Callable[[], object] = (partial(run_schedule, plan, dur) if kind == "nodes"
+                                        else partial(run_chains, plan, seg))
             t = median_s(fn, 5 if b < 1024 else 3)
             per = t / b
             base.setdefault(kind, per)

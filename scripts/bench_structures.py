@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _bench_util import GPT3, LLAMA3_405B, MTNLG
@@ -38,8 +39,10 @@ from _bench_util import GPT3, LLAMA3_405B, MTNLG
 from simcore.api import _compiled, check_structure, simulate_batch
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
+from simcore.workloads.transformer.spec import ModelSpec
 
-CASES = {
+#: case -> (label, model, GPUs, global batch, plan axes, fixed plan fields)
+CASES: dict[str, tuple[str, ModelSpec, int, int, dict[str, tuple[Any, ...]], dict[str, Any]]] = {
     "gpt3": ("GPT-3 175B, 1,024 GPUs", GPT3, 1024, 1536,
              {"tp": (4, 8), "pp": (4, 8, 16), "vp": (1, 2, 3), "mb": (1, 2)}, {}),
     "530b": ("MT-NLG 530B, 2,240 GPUs", MTNLG, 2240, 1920,
@@ -73,7 +76,7 @@ def plans(case: str, n: int, seed: int = 0) -> list[ParallelSpec]:
         tp, pp, vp, mb, rc, zero, sp, split, cp = grid[i]
         first = None if split in (None, "balanced") or vp > 1 else \
             max(1, model.num_layers // pp - 1)
-        balanced = {"layer_split": "balanced"} if split == "balanced" else {}  # older trees
+        balanced: dict[str, Any] = {"layer_split": "balanced"} if split == "balanced" else {}  # older trees
         par = ParallelSpec(tp=tp, pp=pp, vp=vp, cp=cp, micro_batch=mb, global_batch=gb,
                            recompute=rc, zero_stage=zero, sequence_parallel=sp,
                            first_stage_layers=first, **balanced, **fixed)

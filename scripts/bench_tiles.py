@@ -21,6 +21,7 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before numpy: one BLAS thread, as in Ray workers
 import time
+from typing import Any
 
 import numpy as np
 from _bench_util import GPT3, MTNLG, load_average, print_table, scaleout_variants
@@ -31,8 +32,8 @@ from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.spec import ModelSpec
 
-GPT3_PLAN = {"tp": 8, "pp": 8, "global_batch": 1536}
-CASES = [
+GPT3_PLAN: dict[str, Any] = {"tp": 8, "pp": 8, "global_batch": 1536}
+CASES: list[tuple[str, ModelSpec, int, dict[str, Any]]] = [
     ("GPT-3, tp 8 pp 8, ZeRO-1", GPT3, 1024, GPT3_PLAN),
     ("GPT-3, tp 8 pp 8, ZeRO-2", GPT3, 1024, {**GPT3_PLAN, "zero_stage": 2}),
     ("GPT-3, tp 8 pp 8, ZeRO-3", GPT3, 1024, {**GPT3_PLAN, "zero_stage": 3}),

@@ -51,9 +51,9 @@ def load_points() -> list[tuple[int, int, float, float]]:
     for n in (2, 4, 8):
         path = next(VTRAIN_LUT.glob(f"AR_GPU{n}_*"))
         with path.open(newline="") as fh:
-            for row in csv.reader(fh):
-                if row and row[0].isdigit() and int(row[0]) in _SIZES:
-                    points.append((n, n, float(row[0]), float(row[3]) * 1e-9))
+            for cells in csv.reader(fh):
+                if cells and cells[0].isdigit() and int(cells[0]) in _SIZES:
+                    points.append((n, n, float(cells[0]), float(cells[3]) * 1e-9))
     return points
 
 
