@@ -18,7 +18,10 @@ Several cases files may be given (each with its sibling measured file). An optio
 column names the software stack (``conf/stack``, default ``megatron_lm``). ``--logo`` adds the
 out-of-sample report of :mod:`search.run.cross_validation` (every end-to-end parameter refitted
 leave-one-group-out, per-regime MAPE and signed bias, conformal interval coverage);
-``--intervals`` adds the 80% / 95% prediction-interval columns to ``--out``.
+``--intervals`` adds the 80% / 95% prediction-interval columns to ``--out``; ``--breakdown`` adds
+where each predicted iteration goes (compute, exposed communication per kind, pipeline bubble;
+the stage with the most compute, as ``simsweep simulate`` prints it) to ``--out`` and to the error
+table, so a case that is off shows which part of the model it is off in.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from search.config.cases import (
 )
 from simcore.errors import InputError
 
-__all__ = ["ATTENTION_IMPLS", "FLASH_ERA_GPUS", "OUT_COLUMNS", "assumption_notes",
+__all__ = ["ATTENTION_IMPLS", "BREAKDOWN_COLUMNS", "FLASH_ERA_GPUS", "OUT_COLUMNS", "assumption_notes",
            "attention_impl", "build_case", "cluster_for", "main", "predict", "report", "spearman"]
 
 OUT_COLUMNS = ("case_id", "iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib",
@@ -51,13 +54,18 @@ OUT_COLUMNS = ("case_id", "iter_time_s", "model_tflops_per_gpu", "mfu", "peak_me
 #: prediction-interval columns (``simcore/fidelity/intervals.py``); empty when not calibrated
 INTERVAL_COLUMNS = ("iter_time_lo80_s", "iter_time_hi80_s", "iter_time_lo95_s",
                     "iter_time_hi95_s")
+#: where the predicted iteration goes (``--breakdown``): ``simulate_batch``'s breakdown columns
+BREAKDOWN_COLUMNS = ("compute_s", "exposed_comm_s", "exposed_comm_tp_s", "exposed_comm_dp_s",
+                     "exposed_comm_pp_s", "exposed_comm_cp_s", "exposed_comm_ep_s", "bubble_s")
 
 
-def predict(row: dict[str, str], attention: str = "auto") -> dict[str, Any]:
-    """One prediction row (never raises for a bad case: status/error say what went wrong)."""
+def predict(row: dict[str, str], attention: str = "auto", breakdown: bool = False
+            ) -> dict[str, Any]:
+    """One prediction row (never raises for a bad case: status/error say what went wrong); with
+    ``breakdown`` also the :data:`BREAKDOWN_COLUMNS` (empty for a case that fails)."""
     from simcore.api import simulate_batch
 
-    out: dict[str, Any] = {k: "" for k in OUT_COLUMNS}
+    out: dict[str, Any] = {k: "" for k in OUT_COLUMNS + (BREAKDOWN_COLUMNS if breakdown else ())}
     out["case_id"] = (row.get("case_id") or "").strip()
     try:
         model, plan, system = build_case(row, attention)
@@ -65,7 +73,8 @@ def predict(row: dict[str, str], attention: str = "auto") -> dict[str, Any]:
     except (InputError, ValueError, TypeError, KeyError) as err:
         out.update(status="error", error=str(err).replace("\n", " "))
         return out
-    for key in ("iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib"):
+    for key in ("iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib",
+                *(BREAKDOWN_COLUMNS if breakdown else ())):
         value = res["iteration_time_s" if key == "iter_time_s" else key]
         out[key] = "" if not isinstance(value, float) or math.isnan(value) else f"{value:.6g}"
     out["fits_memory"] = str(bool(res["feasible"])).lower()
@@ -107,7 +116,10 @@ def spearman(a: list[float], b: list[float]) -> float:
 def report(cases: list[dict[str, str]], preds: list[dict[str, Any]],
            measured: dict[str, float]) -> dict[str, Any]:
     """Print the error table, MAPE, per-group Spearman and pair ratios; return the summary."""
-    print(f"{'case_id':<34} {'measured_s':>11} {'predicted_s':>12} {'error_%':>8}  status")
+    parts = any(p.get("compute_s") for p in preds)  # --breakdown: where the prediction goes
+    print(f"{'case_id':<34} {'measured_s':>11} {'predicted_s':>12} {'error_%':>8}  "
+          + (f"{'compute_s':>10} {'exposed_s':>10} {'(tp/dp/pp/cp/ep)':<30} {'bubble_s':>9}  "
+             if parts else "") + "status")
     errors: list[float] = []
     groups: dict[tuple[str, ...], list[tuple[float, float]]] = {}
     pairs: dict[tuple[str, ...], dict[str, tuple[float, float]]] = {}
@@ -119,7 +131,8 @@ def report(cases: list[dict[str, str]], preds: list[dict[str, Any]],
         got = float(pred["iter_time_s"]) if pred.get("iter_time_s") else float("nan")
         err = 100.0 * (got - meas) / meas if meas and not math.isnan(got) else float("nan")
         print(f"{cid:<34} {meas if meas else float('nan'):>11.4g} {got:>12.4g} {err:>8.2f}  "
-              f"{pred.get('status', '')} {pred.get('error', '')}".rstrip())
+              + (_breakdown_cells(pred) if parts else "")
+              + f"{pred.get('status', '')} {pred.get('error', '')}".rstrip())
         if math.isnan(err) or meas is None:
             continue
         errors.append(abs(err))
@@ -143,6 +156,16 @@ def report(cases: list[dict[str, str]], preds: list[dict[str, Any]],
             ratios.append((names, ma / mb, ga / gb))
             print(f"pair {names[0]} / {names[1]}: measured {ma / mb:.3f}, predicted {ga / gb:.3f}")
     return {"mape": mape, "n": len(errors), "spearman": rhos, "pairs": ratios}
+
+
+def _breakdown_cells(pred: dict[str, Any]) -> str:
+    """The error table's breakdown cells of one prediction (blank when it failed)."""
+    if not pred.get("compute_s"):
+        return f"{'':>10} {'':>10} {'':<30} {'':>9}  "
+    kinds = "/".join(f"{float(pred[f'exposed_comm_{k}_s']):.3f}"
+                     for k in ("tp", "dp", "pp", "cp", "ep"))
+    return (f"{float(pred['compute_s']):>10.3f} {float(pred['exposed_comm_s']):>10.3f} "
+            f"{kinds:<30} {float(pred['bubble_s']):>9.3f}  ")
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
@@ -196,6 +219,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--intervals", action="store_true",
                         help="add 80%% / 95%% prediction-interval columns to --out (beyond the "
                              "CASES.md schema)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="add where each predicted iteration goes (compute, exposed "
+                             "communication per kind, pipeline bubble) to --out and the error "
+                             "table (beyond the CASES.md schema)")
     parser.add_argument("--logo", action="store_true",
                         help="also refit the end-to-end parameters leave-one-group-out and "
                              "report out-of-sample errors, per-regime bias and interval coverage")
@@ -205,7 +232,7 @@ def main(argv: list[str]) -> int:
     for path in args.cases:
         cases += _read_csv(path)
         measured.update(_measured_for(path, args.measured if len(args.cases) == 1 else None))
-    preds = [predict(row, args.attention) for row in cases]
+    preds = [predict(row, args.attention, args.breakdown) for row in cases]
     for note in assumption_notes(cases):
         print(note)
     columns: tuple[str, ...] = OUT_COLUMNS
@@ -213,6 +240,8 @@ def main(argv: list[str]) -> int:
         preds = [_with_intervals(p, row, args.attention) for p, row in zip(preds, cases,
                                                                             strict=True)]
         columns = OUT_COLUMNS + INTERVAL_COLUMNS
+    if args.breakdown:
+        columns += BREAKDOWN_COLUMNS
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns)

@@ -99,3 +99,41 @@ def test_attention_auto_follows_the_software_era() -> None:
     assert validate.attention_impl({**row, "attention": "unfused", "gpu": "h100_80g"},
                                    "auto") == "unfused"
     assert validate.attention_impl(row, "flash") == "flash"
+
+
+def test_breakdown_columns_add_up_and_follow_the_plan(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``--breakdown``: compute + exposed communication + bubble is the iteration time and the
+    kinds sum to the exposed total; a run without pipeline stages has no bubble and one without
+    tensor parallelism no exposed TP, where a tp 8 pp 8 run has both; a failing row stays blank.
+    The error table shows the same parts."""
+    rows = {r["case_id"]: r for r in _read(CASES)}
+    flat = rows["narayanan21_t1_1.7b"]  # tp 1, pp 1
+    deep = rows["korthikanti22_175b_sp_selective"]  # tp 8, pp 8
+    assert (flat["tp"], flat["pp"], deep["tp"], deep["pp"]) == ("1", "1", "8", "8")
+    bad = {**flat, "case_id": "bad_gpu", "gpu": "tpu_v9"}
+    cases = tmp_path / "cases.csv"
+    with cases.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(flat))
+        writer.writeheader()
+        writer.writerows([flat, deep, bad])
+    out = tmp_path / "pred.csv"
+    assert validate.main(["--cases", str(cases), "--measured", str(MEASURED), "--out", str(out),
+                          "--breakdown"]) == 0
+    pred = {r["case_id"]: r for r in _read(out)}
+    assert list(pred["bad_gpu"]) == list(validate.OUT_COLUMNS + validate.BREAKDOWN_COLUMNS)
+    assert all(pred["bad_gpu"][c] == "" for c in validate.BREAKDOWN_COLUMNS)
+    for cid in (flat["case_id"], deep["case_id"]):
+        p = {k: float(v) for k, v in pred[cid].items() if k in validate.BREAKDOWN_COLUMNS
+             or k == "iter_time_s"}
+        assert p["compute_s"] + p["exposed_comm_s"] + p["bubble_s"] == pytest.approx(
+            p["iter_time_s"], rel=1e-5)
+        kinds = sum(p[f"exposed_comm_{k}_s"] for k in ("tp", "dp", "pp", "cp", "ep"))
+        assert kinds == pytest.approx(p["exposed_comm_s"], rel=1e-5, abs=1e-9)
+    f, d = pred[flat["case_id"]], pred[deep["case_id"]]
+    assert abs(float(f["bubble_s"])) < 1e-9 and float(f["exposed_comm_tp_s"]) == 0.0
+    assert float(d["bubble_s"]) > 0.0 and float(d["exposed_comm_tp_s"]) > 0.0
+    table = capsys.readouterr().out
+    assert "compute_s" in table and "bubble_s" in table
+    line = next(ln for ln in table.splitlines() if ln.startswith(deep["case_id"]))
+    assert f"{float(d['compute_s']):.3f}" in line
