@@ -274,6 +274,8 @@ class StageBreakdown:
     bubble_s: FloatArray
 
 
+#: a bubble at most this fraction of the iteration is the subtraction's rounding, not idle time
+_BUBBLE_RESIDUE = 1e-12
 _DISTINCT_MIN_B = 32  # batches from this size find the distinct segment rows (once per structure)
 _TILE_BYTES = 4 * 2**20  # working set per batch tile (reused buffers; best of 2-64 MiB on GPT-3)
 # a deep schedule pays one Python call per level and tile: tiles of at least this many points
@@ -447,4 +449,6 @@ def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes | Table
     for v in exposed.values():
         exposed_total += v
     bubble = np.maximum(0.0, total - compute - exposed_total)
+    # rounding residue of the subtraction (a stage that never waits, e.g. pp 1, left 1e-16 s)
+    bubble[bubble <= _BUBBLE_RESIDUE * total] = 0.0
     return StageBreakdown(total, compute, exposed, bubble)

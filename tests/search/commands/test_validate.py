@@ -131,7 +131,7 @@ def test_breakdown_columns_add_up_and_follow_the_plan(tmp_path: Path,
         kinds = sum(p[f"exposed_comm_{k}_s"] for k in ("tp", "dp", "pp", "cp", "ep"))
         assert kinds == pytest.approx(p["exposed_comm_s"], rel=1e-5, abs=1e-9)
     f, d = pred[flat["case_id"]], pred[deep["case_id"]]
-    assert abs(float(f["bubble_s"])) < 1e-9 and float(f["exposed_comm_tp_s"]) == 0.0
+    assert float(f["bubble_s"]) == 0.0 and float(f["exposed_comm_tp_s"]) == 0.0  # no residue
     assert float(d["bubble_s"]) > 0.0 and float(d["exposed_comm_tp_s"]) > 0.0
     table = capsys.readouterr().out
     assert "compute_s" in table and "bubble_s" in table

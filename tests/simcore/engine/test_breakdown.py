@@ -30,3 +30,30 @@ def test_batch_columns_are_independent() -> None:
     comm = {"tp": (np.array([[4.0, 0.0]]), np.array([[7.0, 5.0]]))}
     exposed, _ = exposed_by_kind(comp_s, comp_e, comm)
     np.testing.assert_array_equal(exposed["tp"], [2.0, 3.0])  # 4..6 ; 1..2 and 3..5
+
+
+def test_a_plan_without_pipeline_stages_has_no_bubble_not_a_rounding_residue() -> None:
+    """bubble = T - compute - exposed is left as the subtraction's rounding (~1e-16 s on about
+    half of 64 hardware variants of a pp 1 plan before) when a stage never waits; it is 0, and
+    a pp 4 plan keeps its bubble, with compute + exposed + bubble = T on every point."""
+    from dataclasses import replace
+
+    from simcore.api import simulate_batch
+    from simcore.specs.parallel import ParallelSpec
+    from simcore.specs.system import SystemSpec
+    from simcore.workloads.transformer.spec import ModelSpec
+
+    model = ModelSpec(num_layers=24, hidden_size=2304, num_heads=24, seq_len=2048,
+                      vocab_size=51200)
+    rng = np.random.default_rng(0)
+    base = SystemSpec(num_gpus=32)
+    systems = [replace(base, scaleup=replace(base.scaleup, bandwidth_GBps=float(up)),
+                       scaleout=replace(base.scaleout, bandwidth_GBps=float(out)))
+               for up, out in zip(rng.uniform(50, 900, 64), rng.uniform(5, 100, 64), strict=True)]
+    flat = simulate_batch(model, ParallelSpec(tp=2, pp=1, global_batch=64), systems)
+    assert np.all(flat.bubble_s == 0.0)
+    deep = simulate_batch(model, ParallelSpec(tp=2, pp=4, global_batch=64), systems)
+    assert np.all(deep.bubble_s > 0.01)
+    for res in (flat, deep):
+        np.testing.assert_allclose(res.compute_s + res.exposed_comm_s + res.bubble_s,
+                                   res.iteration_time_s, rtol=1e-12)
