@@ -87,6 +87,19 @@ _OPTIONS = [
     ("tracking.uri=URI", "MLflow store or server (default .simsweep/mlflow.db)"),
 ]
 
+
+def _searches_piece_overlap(cfg: Any, dimensions: Mapping[str, Any]) -> bool:
+    """Whether trials may have TP overlap or CP rings costed as pieces: a searched
+    ``parallel.tp_comm_overlap`` or ``parallel.cp``, or either set in the config, with
+    ``parallel.overlap_blocks`` false."""
+    parallel = cfg.get("parallel") or {}
+    if bool(parallel.get("overlap_blocks", False)):
+        return False
+    searched = {"parallel.tp_comm_overlap", "parallel.cp"} & set(dimensions)
+    return bool(searched) or bool(parallel.get("tp_comm_overlap", False)) \
+        or int(parallel.get("cp", 1) or 1) > 1
+
+
 def main(argv: list[str]) -> int:
     """Run (or resume) a search; print the best trials and where the results are."""
     if wants_help(argv):
@@ -151,15 +164,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-
-
-def _searches_piece_overlap(cfg: Any, dimensions: Mapping[str, Any]) -> bool:
-    """Whether trials may have TP overlap or CP rings costed as pieces: a searched
-    ``parallel.tp_comm_overlap`` or ``parallel.cp``, or either set in the config, with
-    ``parallel.overlap_blocks`` false."""
-    parallel = cfg.get("parallel") or {}
-    if bool(parallel.get("overlap_blocks", False)):
-        return False
-    searched = {"parallel.tp_comm_overlap", "parallel.cp"} & set(dimensions)
-    return bool(searched) or bool(parallel.get("tp_comm_overlap", False)) \
-        or int(parallel.get("cp", 1) or 1) > 1

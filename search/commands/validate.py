@@ -65,7 +65,8 @@ def predict(row: dict[str, str], attention: str = "auto", breakdown: bool = Fals
     ``breakdown`` also the :data:`BREAKDOWN_COLUMNS` (empty for a case that fails)."""
     from simcore.api import simulate_batch
 
-    out: dict[str, Any] = {k: "" for k in OUT_COLUMNS + (BREAKDOWN_COLUMNS if breakdown else ())}
+    parts = BREAKDOWN_COLUMNS if breakdown else ()
+    out: dict[str, Any] = {k: "" for k in OUT_COLUMNS + parts}
     out["case_id"] = (row.get("case_id") or "").strip()
     try:
         model, plan, system = build_case(row, attention)
@@ -73,8 +74,7 @@ def predict(row: dict[str, str], attention: str = "auto", breakdown: bool = Fals
     except (InputError, ValueError, TypeError, KeyError) as err:
         out.update(status="error", error=str(err).replace("\n", " "))
         return out
-    for key in ("iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib",
-                *(BREAKDOWN_COLUMNS if breakdown else ())):
+    for key in ("iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib", *parts):
         value = res["iteration_time_s" if key == "iter_time_s" else key]
         out[key] = "" if not isinstance(value, float) or math.isnan(value) else f"{value:.6g}"
     out["fits_memory"] = str(bool(res["feasible"])).lower()
