@@ -9,21 +9,33 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
+from search.config.build import build_model
 from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.spec import ModelSpec
 
-#: GPT-3 175B (Brown et al. 2020) and Megatron-Turing NLG 530B (Smith et al. 2022)
-GPT3 = ModelSpec(name="gpt3_175b", num_layers=96, hidden_size=12288, num_heads=96,
-                 seq_len=2048, vocab_size=51200)
+WORKLOADS = Path(__file__).resolve().parents[1] / "conf" / "workload"
+
+
+def workload(name: str) -> ModelSpec:
+    """The model of ``conf/workload/<name>.yaml``, as ``workload=<name>`` builds it."""
+    return build_model({"workload": yaml.safe_load((WORKLOADS / f"{name}.yaml").read_text())})
+
+
+#: GPT-3 175B (Brown et al. 2020) and Llama 3 405B (126 layers: no power-of-two pp above 2
+#: divides them) as configured; Megatron-Turing NLG 530B (Smith et al. 2022), which has no config
+GPT3 = workload("gpt3_175b")
+LLAMA3_405B = workload("llama3_405b")
 MTNLG = ModelSpec(name="mt_nlg_530b", num_layers=105, hidden_size=20480, num_heads=128,
                   seq_len=2048, vocab_size=51200)
-#: Llama 3 405B (conf/workload/llama3_405b.yaml): 126 layers, no power-of-two pp above 2 divides
-LLAMA3_405B = ModelSpec(name="llama3_405b", num_layers=126, hidden_size=16384, num_heads=128,
-                        num_kv_heads=8, ffn_hidden_size=53248, seq_len=8192, vocab_size=128256,
-                        mlp="swiglu")
+#: GPT-3's plan of conf/parallel/megatron_tp8_pp8.yaml (with ParallelSpec(micro_batch=1,
+#: sequence_parallel=True, recompute="selective", zero_stage=1)): the benchmarks' base plan
+GPT3_TP8_PP8: dict[str, Any] = {"tp": 8, "pp": 8, "global_batch": 1536}
 
 
 def median_s(fn: Callable[[], object], repeats: int) -> float:

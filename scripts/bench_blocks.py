@@ -24,9 +24,10 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before numpy: one BLAS thread, as in Ray workers
 import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
-from _bench_util import GPT3, MTNLG, load_average, print_table, scaleout_variants
+from _bench_util import GPT3, GPT3_TP8_PP8, MTNLG, load_average, print_table, scaleout_variants
 
 from simcore.api import _compiled, simulate_batch
 from simcore.specs.parallel import ParallelSpec
@@ -35,12 +36,11 @@ from simcore.workloads.transformer.spec import ModelSpec
 
 GPT_1T = ModelSpec(name="gpt_1t", num_layers=128, hidden_size=25600, num_heads=160,
                    seq_len=2048, vocab_size=51200)
-GPT3_PLAN = {"tp": 8, "pp": 8, "global_batch": 1536}
-# (label, model, GPUs, plan, hardware batches too)
-CASES = [
-    ("GPT-3, TP overlap", GPT3, 1024, {**GPT3_PLAN, "tp_comm_overlap": True}, True),
-    ("GPT-3, CP 2", GPT3, 1024, {**GPT3_PLAN, "cp": 2}, True),
-    ("GPT-3, TP overlap + CP 2", GPT3, 1024, {**GPT3_PLAN, "cp": 2, "tp_comm_overlap": True},
+#: (label, model, GPUs, plan, hardware batches too)
+CASES: list[tuple[str, ModelSpec, int, dict[str, Any], bool]] = [
+    ("GPT-3, TP overlap", GPT3, 1024, {**GPT3_TP8_PP8, "tp_comm_overlap": True}, True),
+    ("GPT-3, CP 2", GPT3, 1024, {**GPT3_TP8_PP8, "cp": 2}, True),
+    ("GPT-3, TP overlap + CP 2", GPT3, 1024, {**GPT3_TP8_PP8, "cp": 2, "tp_comm_overlap": True},
      True),
     ("MT-NLG 530B pp 35, TP overlap", MTNLG, 2240,
      {"tp": 8, "pp": 35, "global_batch": 1920, "tp_comm_overlap": True}, False),
@@ -80,7 +80,7 @@ def main() -> None:
     rows = []
     for label, model, gpus, plan, warm in CASES:
         pieces = ParallelSpec(micro_batch=1, sequence_parallel=True, recompute="selective",
-                              zero_stage=1, **plan)  # type: ignore[arg-type]
+                              zero_stage=1, **plan)
         blocks = replace(pieces, overlap_blocks=True)
         system = scaleout_variants(gpus, 1)[0]
         cold_p, it_p = _cold(model, pieces, system)

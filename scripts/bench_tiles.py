@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 import numpy as np
-from _bench_util import GPT3, MTNLG, load_average, print_table, scaleout_variants
+from _bench_util import GPT3, GPT3_TP8_PP8, MTNLG, load_average, print_table, scaleout_variants
 
 from simcore.api import _compiled, simulate_batch
 from simcore.engine import evaluate
@@ -32,14 +32,13 @@ from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.spec import ModelSpec
 
-GPT3_PLAN: dict[str, Any] = {"tp": 8, "pp": 8, "global_batch": 1536}
 CASES: list[tuple[str, ModelSpec, int, dict[str, Any]]] = [
-    ("GPT-3, tp 8 pp 8, ZeRO-1", GPT3, 1024, GPT3_PLAN),
-    ("GPT-3, tp 8 pp 8, ZeRO-2", GPT3, 1024, {**GPT3_PLAN, "zero_stage": 2}),
-    ("GPT-3, tp 8 pp 8, ZeRO-3", GPT3, 1024, {**GPT3_PLAN, "zero_stage": 3}),
-    ("GPT-3, tp 8 pp 16 vp 2", GPT3, 1024, {**GPT3_PLAN, "pp": 16, "vp": 2}),
+    ("GPT-3, tp 8 pp 8, ZeRO-1", GPT3, 1024, GPT3_TP8_PP8),
+    ("GPT-3, tp 8 pp 8, ZeRO-2", GPT3, 1024, {**GPT3_TP8_PP8, "zero_stage": 2}),
+    ("GPT-3, tp 8 pp 8, ZeRO-3", GPT3, 1024, {**GPT3_TP8_PP8, "zero_stage": 3}),
+    ("GPT-3, tp 8 pp 16 vp 2", GPT3, 1024, {**GPT3_TP8_PP8, "pp": 16, "vp": 2}),
     ("GPT-3, TP overlap + CP 2, blocks", GPT3, 1024,
-     {**GPT3_PLAN, "cp": 2, "tp_comm_overlap": True, "overlap_blocks": True}),
+     {**GPT3_TP8_PP8, "cp": 2, "tp_comm_overlap": True, "overlap_blocks": True}),
     ("MT-NLG 530B, tp 8 pp 35", MTNLG, 2240, {"tp": 8, "pp": 35, "global_batch": 1920}),
 ]
 OLD_MIN_POINTS = 16  # the rule before: the working-set budget alone (and 16 points at least)
