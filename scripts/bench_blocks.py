@@ -89,7 +89,8 @@ def main() -> None:
         rate_cells = ["-", "-", "-"]
         if warm:
             n = min(args.points, args.pieces_points)
-            rate_p, t_p = _rate(model, pieces, scaleout_variants(gpus, args.pieces_points), args.rounds)
+            rate_p, t_p = _rate(model, pieces, scaleout_variants(gpus, args.pieces_points),
+                                args.rounds)
             rate_b, t_b = _rate(model, blocks, scaleout_variants(gpus, args.points), args.rounds)
             rel = max(rel, float(np.max(np.abs(t_b[:n] - t_p[:n]) / t_p[:n])))
             rate_cells = [f"{rate_p:,.0f}", f"{rate_b:,.0f}", f"{rate_b / rate_p:,.0f}x"]

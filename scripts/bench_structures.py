@@ -76,7 +76,8 @@ def plans(case: str, n: int, seed: int = 0) -> list[ParallelSpec]:
         tp, pp, vp, mb, rc, zero, sp, split, cp = grid[i]
         first = None if split in (None, "balanced") or vp > 1 else \
             max(1, model.num_layers // pp - 1)
-        balanced: dict[str, Any] = {"layer_split": "balanced"} if split == "balanced" else {}  # older trees
+        # older trees have no layer_split: passed only when balanced
+        balanced: dict[str, Any] = {"layer_split": "balanced"} if split == "balanced" else {}
         par = ParallelSpec(tp=tp, pp=pp, vp=vp, cp=cp, micro_batch=mb, global_batch=gb,
                            recompute=rc, zero_stage=zero, sequence_parallel=sp,
                            first_stage_layers=first, **balanced, **fixed)

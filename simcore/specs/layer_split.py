@@ -6,8 +6,8 @@ Model chunks are the ``V = pp * vp`` virtual pipeline stages in model order: chu
 gets ``L // V`` layers and the FIRST ``L % V`` chunks (in model order) get one more. This is
 DeepSpeed's ``partition_uniform`` (the pipeline partitioner of Megatron-DeepSpeed, the stack
 BLOOM-176B and MT-NLG ran on); with ``vp = 1`` it is the split of
-:func:`simcore.workloads.transformer.memory.layers_in_stage`. Megatron-LM itself requires ``L % V == 0``
-unless the first/last stage counts are given, so every even split is unchanged.
+:func:`simcore.workloads.transformer.memory.layers_in_stage`. Megatron-LM itself requires
+``L % V == 0`` unless the first/last stage counts are given, so every even split is unchanged.
 
 Explicit override (Megatron-Core's ``decoder_first_pipeline_num_layers`` /
 ``decoder_last_pipeline_num_layers``, i.e. ``parallel.first_stage_layers`` /
@@ -25,9 +25,10 @@ least one layer; of chunks that tie, the earliest are left the lighter, so the f
 embedding, and in 1F1B the most micro-batches of activations in flight) gives up a layer first.
 This is the hand balance of Llama 3 405B (Dubey et al. 2024, Sec. 3.3.2, as recalled: not in
 reference/: one transformer layer fewer on the first and on the last pipeline stage): 126
-layers on 16 stages give ``7, 8 x 14, 7``. The minimum is reached by adding layers one at a time to the chunk whose cost
-after the addition is least (layers are equal items, so the greedy is optimal for the largest
-cost). It is a compute balance; stage memory is not balanced.
+layers on 16 stages give ``7, 8 x 14, 7``. The minimum is reached by adding layers one at a
+time to the chunk whose cost after the addition is least (layers are equal items, so the
+greedy is optimal for the largest cost). It is a compute balance; stage memory is not
+balanced.
 """
 
 from __future__ import annotations

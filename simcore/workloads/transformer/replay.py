@@ -8,8 +8,8 @@ pass: the send the pass issues, the send it waits for (both numbered by micro-ba
 :meth:`~simcore.workloads.transformer.generator._Generator.send_id`), the op before it on
 the compute stream, and with ZeRO-3 the last layer ends of the passes before it (a layer's
 parameter gather waits for the end of the layer one or two before it). Plans with TP
-communication overlap (every GEMM and TP collective cut
-into pieces pipelined across the compute and tp streams, Megatron-LM's ``tp_comm_overlap``)
+communication overlap (every GEMM and TP collective cut into pieces pipelined across the
+compute and tp streams, Megatron-LM's ``tp_comm_overlap``)
 or a context-parallel ring of KV blocks (Liu et al. 2023) issue dozens of ops per layer: GPT-3
 175B at tp 8, pp 8 and 192 micro-batches issues ~600,000, one Python call each.
 

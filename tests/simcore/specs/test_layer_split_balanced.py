@@ -1,8 +1,8 @@
 """``parallel.layer_split = balanced``: whole layers per model chunk against the output layer.
 
 Goldens: Llama 3 405B's hand balance (Dubey et al. 2024, Sec. 3.3.2, as recalled, not in
-reference/: 126 layers on 16 pipeline stages, one layer fewer on the first and on the last stage) and the output layer's FLOP share
-from the reference's model-FLOP formula ``72 s l h^2 (1 + s/6h + V/12lh)``
+reference/: 126 layers on 16 pipeline stages, one layer fewer on the first and on the last
+stage) and the output layer's FLOP share from the reference's model-FLOP formula ``72 s l h^2 (1 + s/6h + V/12lh)``
 (reference/peers-hardware-measurements.md, Part B): per layer ``1 + s/6h``, output ``V/12h``,
 so the output layer is worth ``V / (12 h + 2 s)`` layers. Optimality is checked against every
 split of small layer counts.
