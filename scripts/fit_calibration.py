@@ -13,7 +13,9 @@ reference/peers-hardware-measurements.md:
     latency. Per-NIC efficiency CX6 23.5 / 25, CX7 48.5 / 50 GB/s (SimAI calbusbw.h, A.3).
   * Ratios read directly (no fit): H100 ring 370 / 450 GB/s and NVLS 475 / 370 (nccl-tests
     #212/#290/#309, B.9); H800 NVLS 215 GB/s over 8 x 20.6 (nccl#1374, SimAI calbusbw.h); H100
-    inter-node all-reduce over 8x400G NICs ~350 GB/s (248 x 8 H200, nccl-tests#283, B.9).
+    inter-node all-reduce over 8x400G NICs ~350 GB/s (248 x 8 H200, nccl-tests#283, B.9);
+    Blackwell NVLink5 all-gather / all-reduce / all-to-all 0.674 / 0.742 / 0.597 of line rate,
+    GEMMs at 0.488 of peak and HBM at 0.666 in training (SimuMax's B200 fit, A.3).
     attention_efficiency_max / attention_half_seq take the GEMM curve's values (the attention
     core is two batched GEMMs).
   * overlap_compute_slowdown = 0.15: Calculon's NVLink processor_usage (A.2); not fitted (no
@@ -57,6 +59,11 @@ A100 = SystemSpec(accelerator=AcceleratorSpec(), scaleup=TopologyDimSpec(bandwid
 #: memory-bound kernels at 0.666 of the 8000 GB/s HBM
 BLACKWELL_MATMUL_IN_TRAINING = 0.488
 BLACKWELL_HBM_EFFICIENCY = 0.666
+#: and its NVLink5 collective efficiencies (same file): all-gather 0.674, all-reduce 0.742,
+#: all-to-all 0.597 of the 900 GB/s line rate
+BLACKWELL_NVLINK_ALLGATHER = 0.674
+BLACKWELL_NVLINK_ALLREDUCE = 0.742
+BLACKWELL_NVLINK_ALLTOALL = 0.597
 #: presets whose sustained_compute_fraction comes from their own generation's runs (stage 1), not
 #: from the A100 runs of the end-to-end stage
 OWN_SUSTAINED_FRACTION = frozenset({"blackwell"})
@@ -114,7 +121,11 @@ def kernel_level() -> tuple[dict[str, CalibrationSpec], list[str]]:
     # Blackwell's GEMMs inside a training step: SimuMax's matmul efficiency, fitted end to end on
     # its B200 runs, is the product gemm_efficiency_max x sustained_compute_fraction here (the
     # shape curve stays the microbenchmark's); its memory-bound kernels reach hbm_efficiency
-    blackwell = replace(h100, scaleup_efficiency=0.674, switch_allreduce_gain=round(0.742 / 0.674, 4),
+    blackwell = replace(h100, scaleup_efficiency=BLACKWELL_NVLINK_ALLGATHER,
+                        switch_allreduce_gain=round(
+                            BLACKWELL_NVLINK_ALLREDUCE / BLACKWELL_NVLINK_ALLGATHER, 4),
+                        scaleup_alltoall_ratio=round(
+                            BLACKWELL_NVLINK_ALLTOALL / BLACKWELL_NVLINK_ALLGATHER, 4),
                         fp4_gemm_efficiency_ratio=1.0, hbm_efficiency=BLACKWELL_HBM_EFFICIENCY,
                         sustained_compute_fraction=round(
                             BLACKWELL_MATMUL_IN_TRAINING / h100.gemm_efficiency_max, 4))
@@ -133,8 +144,10 @@ def kernel_level() -> tuple[dict[str, CalibrationSpec], list[str]]:
         "references hold no fp8 GEMM microbenchmark, so this is not a fit); cast before each "
         "GEMM 3 bytes per input element (bf16 read + fp8 write, amax fused; Transformer Engine "
         "recipe, derived)",
-        "Blackwell (B200, GB200, GB300): NVLink5 all-gather/reduce-scatter 0.674 and all-reduce "
-        "0.742 of line rate; GEMMs in a training step at 0.488 of the bf16 peak "
+        f"Blackwell (B200, GB200, GB300): NVLink5 all-gather/reduce-scatter "
+        f"{BLACKWELL_NVLINK_ALLGATHER}, all-reduce {BLACKWELL_NVLINK_ALLREDUCE} and all-to-all "
+        f"{BLACKWELL_NVLINK_ALLTOALL} of line rate (scaleup_alltoall_ratio "
+        f"{blackwell.scaleup_alltoall_ratio}); GEMMs in a training step at 0.488 of the bf16 peak "
         f"(sustained_compute_fraction {BLACKWELL_MATMUL_IN_TRAINING} / gemm_efficiency_max = "
         f"{blackwell.sustained_compute_fraction}, not the A100 runs' fraction) and memory-bound "
         f"kernels at {BLACKWELL_HBM_EFFICIENCY} of HBM bandwidth: SimuMax's matmul and HBM "

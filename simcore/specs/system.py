@@ -72,7 +72,8 @@ _TOPOLOGY_NON_NEGATIVE = ("latency_ns",)
 _CALIBRATION_FRACTIONS = ("gemm_efficiency_max", "attention_efficiency_max", "hbm_efficiency",
                           "sustained_compute_fraction", "scaleup_efficiency",
                           "scaleout_efficiency", "p2p_efficiency", "fp8_gemm_efficiency_ratio",
-                          "fp4_gemm_efficiency_ratio", "scaleout_ring_efficiency")
+                          "fp4_gemm_efficiency_ratio", "scaleout_ring_efficiency",
+                          "scaleup_alltoall_ratio")
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,10 @@ class CalibrationSpec:
         collective_step_latency_us: software/pipeline latency per ring step, microseconds.
         switch_allreduce_gain: all-reduce bus bandwidth over that of other collectives inside
             a switched scale-up domain (in-switch reduction, NVLS on NVSwitch 3; 1 = none).
+        scaleup_alltoall_ratio: all-to-all bandwidth inside the scale-up domain over that of
+            all-gather / reduce-scatter (``scaleup_efficiency``): an all-to-all's many small
+            peer-to-peer transfers reach less of the link (B200 NVLink5: 0.597 against 0.674);
+            1 = as the other collectives.
         p2p_efficiency: achievable fraction of the line rate for pipeline send/recv.
         overlap_compute_slowdown: fractional slowdown of a compute kernel while a collective
             runs beside it (SMs used by the communication kernels; Echo §3.4).
@@ -218,6 +223,7 @@ class CalibrationSpec:
     collective_base_latency_us: float = 30.0
     collective_step_latency_us: float = 1.0
     switch_allreduce_gain: float = 1.0
+    scaleup_alltoall_ratio: float = 1.0
     p2p_efficiency: float = 0.8
     overlap_compute_slowdown: float = 0.08
     comm_hbm_bytes_per_net_byte: float = 3.0

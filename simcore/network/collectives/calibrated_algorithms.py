@@ -6,8 +6,9 @@ astra-sim-and-chakra.md §1.2): all-reduce = reduce-scatter on the scale-up dime
 all-reduce of ``D/k`` on the scale-out dimension, all-gather on the scale-up dimension (one
 all-reduce phase when the group is inside one node);
 reduce-scatter and all-gather run their two dimension phases in sequence; all-to-all sends
-``D(k-1)/n`` inside the node and ``D(n-k)/n`` across nodes. A phase of ``p`` ranks over a
-buffer ``D`` (the phase's full size) costs the alpha-beta form
+``D(k-1)/n`` inside the node (at ``scaleup_alltoall_ratio`` of the scale-up rate, as
+:mod:`~simcore.network.collectives.nccl`) and ``D(n-k)/n`` across nodes. A phase of ``p``
+ranks over a buffer ``D`` (the phase's full size) costs the alpha-beta form
 
     t_phase = steps * (collective_step_latency + hop_latency) + wire_bytes / (line_rate * eff)
 
@@ -135,10 +136,11 @@ def algorithm_collective_time_s(sb: SystemBatch, comm_type: object, nbytes: obje
         (_row(sb.scaleout_bandwidth_Bps * sb.calib["scaleout_efficiency"]),
          step + _row(sb.scaleout_latency_s)),
     )
+    a2a_ratio = _row(sb.calib["scaleup_alltoall_ratio"])
     d = size / chunks
     explicit = np.zeros(np.broadcast_shapes(alg_up.shape, d.shape))
     for r, kind in enumerate(_KINDS):
-        phases = _phases(kind, k, m, n, d, alg_up, alg_out, sw_up, sw_out, dims)
+        phases = _phases(kind, k, m, n, d, alg_up, alg_out, sw_up, sw_out, dims, a2a_ratio)
         total = sum(phases, np.zeros_like(explicit))
         longest = np.maximum.reduce(phases)
         explicit = np.where(row == r, total + (chunks - 1.0) * longest, explicit)
@@ -149,7 +151,7 @@ def algorithm_collective_time_s(sb: SystemBatch, comm_type: object, nbytes: obje
                                               alg_up[:, b], alg_out[:, b],
                                               bool(sw_up[0, b]), dims[0][0][0, b],
                                               dims[0][1][0, b], float(chunks[0, b]),
-                                              float(step[0, b]))
+                                              float(step[0, b]), float(a2a_ratio[0, b]))
     base = _row(sb.calib["collective_base_latency_us"]) * 1e-6
     explicit = np.where((n <= 1.0) | (size <= 0.0), 0.0, base + explicit)
     use = (row >= 0) & (alg_up != _AUTO)
@@ -190,8 +192,8 @@ def spanned_sizes(sizes: tuple[int, ...], m: FloatArray) -> list[FloatArray]:
 
 def _multidim_time_s(spec: SystemSpec, row: IntArray, k: FloatArray, m: FloatArray,
                      n: FloatArray, d: FloatArray, alg_up: IntArray, alg_out: IntArray,
-                     sw_up: bool, bw_up: float, st_up: float, chunks: float, step_s: float
-                     ) -> FloatArray:
+                     sw_up: bool, bw_up: float, st_up: float, chunks: float, step_s: float,
+                     a2a_ratio: float = 1.0) -> FloatArray:
     """(U,) explicit-algorithm seconds (without the base latency) of one chunk ``d`` pipelined
     ``chunks`` times through the phases, on a system whose scale-out is stacked dimensions
     (``SystemSpec.scaleout_dims``), as ASTRA-sim runs a multi-dimensional collective
@@ -199,7 +201,8 @@ def _multidim_time_s(spec: SystemSpec, row: IntArray, k: FloatArray, m: FloatArr
     the scale-up dimension and on every spanned inter-package dimension but the last, all-reduce
     on the last, all-gather back down (each phase on ``1 / ranks`` of the previous one's buffer);
     reduce-scatter / all-gather = one phase per spanned dimension; all-to-all = the scale-up
-    phase of ``D k / n`` and one phase of ``D`` per spanned inter-package dimension (every
+    phase of ``D k / n`` (at ``a2a_ratio`` of ``bw_up``) and one phase of ``D`` per spanned
+    inter-package dimension (every
     phase's input is the previous one's output, ASTRA-sim's baseline). Each dimension has its
     own line rate (x ``scaleout_efficiency``) and hop latency; the scale-out algorithm runs on
     each; in-switch reduction on a Switch dimension's all-reduce phase."""
@@ -217,7 +220,8 @@ def _multidim_time_s(spec: SystemSpec, row: IntArray, k: FloatArray, m: FloatArr
             continue
         phases: list[FloatArray] = []
         if kind == A2A:
-            phases.append(phase_time_s(A2A, alg_up, k, d * k / n, bw_up_a, st_up_a, no))
+            phases.append(phase_time_s(A2A, alg_up, k, d * k / n, bw_up_a * a2a_ratio, st_up_a,
+                                       no))
             for take, (bw, st, _) in zip(takes, sub, strict=True):
                 phases.append(phase_time_s(A2A, alg_out, take, d, bw, st, no))
         elif kind == AR:
@@ -250,9 +254,10 @@ def _multidim_time_s(spec: SystemSpec, row: IntArray, k: FloatArray, m: FloatArr
 
 def _phases(kind: str, k: FloatArray, m: FloatArray, n: FloatArray, d: FloatArray,
             alg_up: NDArray[np.int64], alg_out: NDArray[np.int64], sw_up: NDArray[np.bool_],
-            sw_out: NDArray[np.bool_], dims: tuple[tuple[FloatArray, FloatArray], ...]
-            ) -> list[FloatArray]:
-    """Per-dimension phase times (U, B) of one chunk ``d`` (see the module docstring)."""
+            sw_out: NDArray[np.bool_], dims: tuple[tuple[FloatArray, FloatArray], ...],
+            a2a_ratio: FloatArray) -> list[FloatArray]:
+    """Per-dimension phase times (U, B) of one chunk ``d`` (see the module docstring; the
+    all-to-all's scale-up phase at ``scaleup_alltoall_ratio`` of the scale-up bandwidth)."""
     (bw_up, st_up), (bw_out, st_out) = dims
     no = np.zeros(1, dtype=bool)
     if kind == AR:  # inside one node: one all-reduce phase (in-switch where a Switch)
@@ -264,7 +269,7 @@ def _phases(kind: str, k: FloatArray, m: FloatArray, n: FloatArray, d: FloatArra
         return [np.where(inside, single, rs), np.where(inside, 0.0, ar),
                 np.where(inside, 0.0, ag)]
     if kind == A2A:
-        return [phase_time_s(A2A, alg_up, k, d * k / n, bw_up, st_up, no),
+        return [phase_time_s(A2A, alg_up, k, d * k / n, bw_up * a2a_ratio, st_up, no),
                 phase_time_s(A2A, alg_out, m, d, bw_out, st_out, no)]
     return [phase_time_s(kind, alg_up, k, d, bw_up, st_up, no),
             phase_time_s(kind, alg_out, m, d / k, bw_out, st_out, no)]

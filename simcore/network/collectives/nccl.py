@@ -30,7 +30,10 @@ reference/peers-hardware-measurements.md B.9)::
   of the ring's ``M-1`` steps and ``ceil(log2 M)`` tree levels (Echo's logs: the 64 KiB
   all-reduce takes 73 / 107 / 146 / 185 us on 2 / 4 / 8 / 16 nodes, growing with log2 M).
 * All-to-all: every rank sends ``size/n`` to every peer; bytes to peers in other nodes leave
-  through the rank's own NIC, the rest through the scale-up fabric.
+  through the rank's own NIC, the rest through the scale-up fabric at
+  ``scaleup_alltoall_ratio`` of the other collectives' bandwidth (B200 NVLink5: all-to-all
+  0.597 of line rate against all-gather 0.674, SimuMax's fit, reference/
+  peers-hardware-measurements.md A.3).
 * Point-to-point (pipeline send/recv): ``size / (line rate * p2p_efficiency) + hop latency``
   plus the base latency.
 
@@ -95,7 +98,8 @@ def bus_bandwidth_Bps(
 
 
 def _all_to_all_s(sb: SystemBatch, size: FloatArray, n: FloatArray, k: FloatArray) -> FloatArray:
-    up = _row(sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"])
+    up = _row(sb.scaleup_bandwidth_Bps * sb.calib["scaleup_efficiency"]
+              * sb.calib["scaleup_alltoall_ratio"])
     nic = _row(sb.scaleout_bandwidth_Bps * sb.calib["scaleout_efficiency"])
     local = size * (k - 1.0) / n / up
     remote = size * (n - k) / n / nic

@@ -12,7 +12,8 @@ from tests.shared_paths import needs_shared
 
 ROOT = Path(__file__).resolve().parents[3]
 STAGE1 = ("gemm_efficiency_max", "gemm_half_dim", "hbm_efficiency", "scaleup_efficiency",
-          "collective_base_latency_us", "scaleout_efficiency", "switch_allreduce_gain")
+          "collective_base_latency_us", "scaleout_efficiency", "switch_allreduce_gain",
+          "scaleup_alltoall_ratio")
 PRESETS = ROOT / "conf" / "system" / "calibration"
 
 
