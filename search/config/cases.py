@@ -29,6 +29,7 @@ _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "
         "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers",
         "num_experts", "top_k")
 _BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
+_FLOAT = ("dropout",)
 _NAMES = ("gpu", "precision", "recompute", "attention", "stack", "mlp")
 MODEL_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size",
                "seq_len", "vocab_size")
@@ -53,6 +54,10 @@ def _field(row: dict[str, str], key: str) -> Any:
         if number.is_integer():
             return int(number)
         raise InputError(key, raw, "must be an integer")
+    if key in _FLOAT:
+        if not _is_number(raw):
+            raise InputError(key, raw, "must be a number")
+        return float(raw)
     if key in _BOOL:
         if raw.lower() not in ("true", "false", "1", "0"):
             raise InputError(key, raw, "must be true or false")
@@ -136,7 +141,7 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
                                 **{k: _field(row, k) for k in MODEL_KEYS}}
     if (row.get("mlp") or "").strip():
         workload["mlp"] = row["mlp"].strip()
-    workload.update({k: _field(row, k) for k in ("num_experts", "top_k")
+    workload.update({k: _field(row, k) for k in ("num_experts", "top_k", "dropout")
                      if (row.get(k) or "").strip()})
     optional = {k: _field(row, k) for k in ("first_stage_layers", "last_stage_layers")
                 if (row.get(k) or "").strip()}  # uneven pipeline split override (optional)
@@ -211,7 +216,11 @@ def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
     - the expert columns of a mixture-of-experts row (:func:`assumed_expert_columns`);
     - ``mlp`` (not in CASES.md's schema) empty and ``ffn_hidden_size`` other than 4 x
       ``hidden_size``: ``swiglu``, a gated MLP of three weight matrices (:func:`gated_mlp`);
-      a 4h-wide MLP stays ``gelu`` (two matrices), the default.
+      a 4h-wide MLP stays ``gelu`` (two matrices), the default;
+    - ``dropout`` (not in CASES.md's schema) empty on a gated-MLP row: 0, as the LLaMA-family
+      recipes train (Touvron et al. 2023; Dubey et al. 2024; PaLM, Chowdhery et al. 2022, also
+      without); other rows keep Megatron-LM's 0.1. It changes only what backward keeps (the
+      masks) and the unfused attention core's dropout pass.
 
     Columns too bad to complete from are left as they are: building the case names them.
     """
@@ -246,6 +255,8 @@ def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
             fill(key, count)
         if empty("mlp") and gated_mlp(out):
             fill("mlp", "swiglu")
+        if empty("dropout") and out.get("mlp", "").strip().lower() == "swiglu":
+            fill("dropout", 0.0)
     except InputError:
         pass
     return out, assumed

@@ -56,17 +56,18 @@ class LayerOps:
 
 
 def attention_core(ops: OpTable, heads: float, s_q: float, s_kv: float, head_dim: float,
-                   flash: bool, fwd: bool) -> list[tuple[int, float]]:
+                   flash: bool, fwd: bool, dropout: bool = True) -> list[tuple[int, float]]:
     """Kernels (and weights) of an attention core of ``heads`` (micro-batch x heads) query
     sequences of ``s_q`` against ``s_kv`` keys: one fused kernel (backward 2.5x), or unfused
-    (batched QK^T and AV GEMMs, fused scale-mask-softmax and dropout over the 16-bit scores,
-    1-byte mask; backward 2x)."""
+    (batched QK^T and AV GEMMs, fused scale-mask-softmax and, with ``dropout``, dropout over
+    the 16-bit scores with a 1-byte mask; backward 2x)."""
     if flash:
         return [(ops.kernel("attn", heads, s_q, s_kv, head_dim), 1.0 if fwd else _BWD_ATTN)]
     qk = ops.kernel("gemm", heads * s_q, s_kv, head_dim)
     av = ops.kernel("gemm", heads * s_q, head_dim, s_kv)
     scores = heads * s_q * s_kv
-    softmax_dropout = ops.kernel("mem", scores * (2 * ACT_BYTES + 2 * ACT_BYTES + 1))
+    dropout_bytes = 2 * ACT_BYTES + 1 if dropout else 0.0  # read, write, mask
+    softmax_dropout = ops.kernel("mem", scores * (2 * ACT_BYTES + dropout_bytes))
     w = 1.0 if fwd else _BWD_GEMM
     return [(qk, w), (av, w), (softmax_dropout, w)]
 
@@ -107,11 +108,12 @@ class _Builder:
         """Kernels of the attention core of all local queries against all keys (the CP
         chunks split it). Flash: one fused kernel (backward 2.5x). Unfused (Megatron-LM before
         flash attention): batched QK^T and AV GEMMs, fused scale-mask-softmax (read + write
-        ``b a/t s^2`` 16-bit scores) and dropout (read, write, 1-byte mask); backward 2x."""
+        ``b a/t s^2`` 16-bit scores) and dropout (read, write, 1-byte mask; none for a model
+        without dropout); backward 2x."""
         m, p = self.m, self.p
         heads = p.micro_batch * m.num_heads / p.tp
         return attention_core(self.ops, heads, m.seq_len // p.cp, m.seq_len, m.head_dim,
-                              p.flash_attention, fwd)
+                              p.flash_attention, fwd, m.dropout > 0)
 
     def attention(self, scale: float, fwd: bool, tag: str) -> list[Step]:
         m, p = self.m, self.p

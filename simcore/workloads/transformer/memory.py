@@ -19,6 +19,10 @@ Model and sources:
   parallelism) plus, transiently, one layer's activations while it is recomputed
   (``recompute_workspace``). The 24 generalizes to ``4 + 4 kv/a + 2 mlp_outputs ffn/h``
   (GQA, ``ffn != 4h``, SwiGLU); MoE layers keep ``top_k`` copies of the MLP activations.
+  The 10 holds two 1-byte dropout masks (``sbh`` each: attention and MLP outputs) and the
+  core's 5 a 1-byte mask and the 2-byte dropout output over the scores; a model trained
+  without dropout (``model.dropout = 0``: PyTorch's ``dropout`` returns its input at ``p = 0``
+  and keeps no mask) stores ``8`` and ``2`` instead.
 * **In-flight micro-batches** (Narayanan et al. 2021 / Korthikanti et al. 2022 §4.2.3):
   1F1B stage ``i`` of ``p`` keeps ``min(p - i, m)`` micro-batches; the interleaved schedule
   keeps ``min(2 (p - i - 1) + (v - 1) p + 1, m v)`` model chunks of ``L / (p v)`` layers, i.e.
@@ -54,6 +58,7 @@ class ModelLike(Protocol):
     mlp: str
     num_experts: int
     top_k: int
+    dropout: float
 
     @property
     def kv_heads(self) -> int: ...  # noqa: D102
@@ -134,8 +139,9 @@ def _layer_activation_bytes(model: ModelLike, par: ParallelLike) -> tuple[float,
     mlp_outputs = 3.0 if model.mlp == "swiglu" else 2.0
     mlp_copies = float(model.top_k) if model.num_experts > 1 else 1.0
     sharded = 4.0 + 4.0 * model.kv_heads / a + 2.0 * mlp_outputs * mlp_copies * model.ffn / h
-    replicated = 10.0
-    core = 5.0 * a * s / h
+    masks = model.dropout > 0  # 1-byte dropout masks of both blocks' outputs and the scores
+    replicated = 10.0 if masks else 8.0
+    core = (5.0 if masks else 2.0) * a * s / h
     if par.sequence_parallel:
         full = sbh * (replicated + sharded + core) / t
     else:

@@ -44,6 +44,10 @@ class ModelSpec:
         mlp: ``gelu`` (2 GEMMs) or ``swiglu`` (gate + up, then down: 3 weight matrices).
         num_experts: experts per MoE layer (1 = dense MLP).
         top_k: experts each token is routed to.
+        dropout: dropout probability of the attention scores and of both blocks' outputs
+            (Megatron-LM's default 0.1; LLaMA-family recipes train without dropout, 0). At 0
+            no dropout mask is kept for backward and the unfused attention core has no
+            dropout pass: PyTorch's ``dropout`` with ``p = 0`` returns its input.
     """
 
     name: str = "gpt_1b"
@@ -57,6 +61,7 @@ class ModelSpec:
     mlp: str = "gelu"
     num_experts: int = 1
     top_k: int = 1
+    dropout: float = 0.1
 
     def __post_init__(self) -> None:
         p = "workload."
@@ -78,6 +83,9 @@ class ModelSpec:
         require(self.mlp in MLP_KINDS, p + "mlp", self.mlp, f"must be one of {', '.join(MLP_KINDS)}")
         require(self.top_k <= self.num_experts, p + "top_k", self.top_k,
                 f"must be <= num_experts={self.num_experts}")
+        require(isinstance(self.dropout, int | float) and not isinstance(self.dropout, bool)
+                and 0 <= self.dropout < 1, p + "dropout", self.dropout,
+                "must be a probability in [0, 1)")
 
     @property
     def kv_heads(self) -> int:

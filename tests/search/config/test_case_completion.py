@@ -100,12 +100,33 @@ def test_an_mlp_not_4h_wide_is_gated_unless_the_row_says():
     llama = {**ROW, "hidden_size": "4096", "num_heads": "32", "num_kv_heads": "8",
              "ffn_hidden_size": "14336"}
     filled, assumed = complete_row(llama)
-    assert assumed == {"mlp": "swiglu"} and filled["mlp"] == "swiglu"
+    assert assumed == {"mlp": "swiglu", "dropout": 0.0} and filled["mlp"] == "swiglu"
     assert any("mlp=swiglu" in n for n in assumption_notes([llama]))
     assert _time(llama) == _time({**llama, "mlp": "swiglu"})
     assert float(_time(llama)) > 1.1 * float(_time({**llama, "mlp": "gelu"}))
     assert complete_row({**llama, "mlp": "gelu"})[1] == {}  # what the row says stays
     assert complete_row(ROW)[1] == {}  # 8,192 = 4 x 2,048: GELU, nothing assumed
+
+
+def test_a_gated_mlp_row_trains_without_dropout_unless_the_row_says():
+    """CASES.md has no ``dropout`` column: a gated-MLP (LLaMA-family) row is read as trained
+    without dropout, so backward keeps no masks (less memory, same time with a flash core); a
+    GELU row keeps Megatron-LM's 0.1; a ``dropout`` column is read as given, and a bad one is
+    an error naming it."""
+    llama = {**ROW, "hidden_size": "4096", "num_heads": "32", "num_kv_heads": "8",
+             "ffn_hidden_size": "14336", "mlp": "swiglu"}
+    filled, assumed = complete_row(llama)
+    assert assumed == {"dropout": 0.0} and filled["dropout"] == "0.0"
+    assert any("dropout=0.0" in n for n in assumption_notes([llama]))
+    without, with_dropout = predict(llama), predict({**llama, "dropout": "0.1"})
+    assert without["status"] == with_dropout["status"] == "ok"
+    assert float(without["peak_memory_gib"]) < float(with_dropout["peak_memory_gib"])
+    assert without["iter_time_s"] == with_dropout["iter_time_s"]  # h100: flash core
+    assert complete_row({**llama, "dropout": "0.1"})[1] == {}
+    assert "dropout" not in complete_row(ROW)[0]  # GELU: the model's default, nothing assumed
+    bad = predict({**llama, "dropout": "lots"})
+    assert bad["status"] == "error" and "dropout" in bad["error"] and "lots" in bad["error"]
+    assert "dropout" in predict({**llama, "dropout": "1.5"})["error"]
 
 
 def test_a_spreadsheet_csv_reads_as_the_plain_file(tmp_path):

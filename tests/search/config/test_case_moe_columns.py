@@ -62,11 +62,13 @@ def test_validate_names_every_assumed_expert_column(tmp_path, capsys):
         writer.writerows(rows)
     assert main(["--cases", str(cases), "--out", str(tmp_path / "pred.csv")]) == 0
     notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
-    # Mixtral-shaped (ffn 3.5h): a gated MLP too, for the dense row as well
-    assert notes == ["note: case 'moe' leaves out num_experts, top_k, mlp: assumed "
-                     "num_experts=8, top_k=2, mlp=swiglu",
-                     "note: case 'dense' leaves out mlp: assumed mlp=swiglu",
-                     "note: case 'k' leaves out top_k, mlp: assumed top_k=2, mlp=swiglu"]
+    # Mixtral-shaped (ffn 3.5h): a gated MLP, trained without dropout, for the dense row too
+    assert notes == ["note: case 'moe' leaves out num_experts, top_k, mlp, dropout: assumed "
+                     "num_experts=8, top_k=2, mlp=swiglu, dropout=0.0",
+                     "note: case 'dense' leaves out mlp, dropout: assumed mlp=swiglu, "
+                     "dropout=0.0",
+                     "note: case 'k' leaves out top_k, mlp, dropout: assumed top_k=2, "
+                     "mlp=swiglu, dropout=0.0"]
     with (tmp_path / "pred.csv").open() as fh:
         assert [r["status"] for r in csv.DictReader(fh)] == ["ok", "ok", "ok"]
 

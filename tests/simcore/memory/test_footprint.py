@@ -28,6 +28,7 @@ class Model:
     mlp: str = "gelu"
     num_experts: int = 1
     top_k: int = 1
+    dropout: float = 0.1  # Megatron-LM's default, as in the measured runs
 
     @property
     def kv_heads(self) -> int:
@@ -106,6 +107,30 @@ def test_activation_fractions_fig7(name: str, fig7: tuple[float, ...]) -> None:
             ["activations"] for sp, rc in modes]
     for got, want in zip(acts, fig7, strict=True):
         assert 100 * got / acts[0] == pytest.approx(want, rel=0.05)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_a_model_without_dropout_keeps_no_masks(sp: bool) -> None:
+    """Korthikanti et al.'s per-layer terms hold three 1-byte dropout masks (``sbh`` after
+    attention and after the MLP, ``a s^2 b`` over the scores) and the 2-byte dropout output of
+    the scores (``2 a s^2 b``); at dropout 0 PyTorch's dropout returns its input, so a layer
+    keeps ``sbh (2 + 3as/h)`` bytes less (``/ t`` where sharded: the scores always, the
+    block-output masks with sequence parallelism)."""
+    model, plan, _, _, _ = CASES["22b"]
+    plan = replace(plan, sequence_parallel=sp)
+    without = replace(model, dropout=0.0)
+    per_layer_mb = layers_in_stage(model.num_layers, plan.pp, 0) * plan.micro_batch
+    sbh = model.seq_len * model.hidden_size  # elements per sample (Korthikanti's sbh / b)
+    t, a, s, h = plan.tp, model.num_heads, model.seq_len, model.hidden_size
+    masks = sbh * (2.0 / (t if sp else 1) + 3.0 * a * s / (h * t))
+    drop = footprint_bytes(model, plan, 0)["activations"] - footprint_bytes(
+        without, plan, 0)["activations"]
+    assert drop == pytest.approx(per_layer_mb * masks, rel=1e-9)
+    # a fused flash core keeps no scores at all: only the two block-output masks go
+    flash = replace(plan, flash_attention=True)
+    drop_flash = footprint_bytes(model, flash, 0)["activations"] - footprint_bytes(
+        without, flash, 0)["activations"]
+    assert drop_flash == pytest.approx(per_layer_mb * sbh * 2.0 / (t if sp else 1), rel=1e-9)
 
 
 def test_1f1b_stages_hold_fewer_microbatches_downstream_and_zero_shards() -> None:
