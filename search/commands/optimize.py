@@ -3,8 +3,10 @@
 The search space is ``search.space`` (a conf/search file, or overrides such as
 ``'search.space.parallel.tp=choice(1,2,4,8)'``); sweep-style overrides on the command line
 (``parallel.tp=choice(1,2,4,8)``, ``system.scaleout.bandwidth_GBps=interval(25,400)``) are
-added to it, as with Hydra's Optuna sweeper. ``'search.derived.parallel.dp=...'`` adds a derived
-value. With no space the parallelization of the workload on the system is searched:
+added to it, as with Hydra's Optuna sweeper. A config group's choice is a dimension too
+(``'system=choice(dgx_h100_80g,dgx_b200)'``: which preset, composed once per choice;
+:mod:`search.study.groups`). ``'search.derived.parallel.dp=...'`` adds a derived value. With no
+value dimension the parallelization of the workload on the system is searched:
 
     simsweep search workload=gpt3_175b system=dgx_h100_80g system.num_gpus=1024 search.n_trials=40
     simsweep search search=bandwidth_cost_70b          # an example study from conf/search/
@@ -48,7 +50,7 @@ def split_search_overrides(args: list[str]) -> tuple[list[str], dict[str, str], 
             space[key[len(_SPACE):]] = value
         elif key.startswith(_DERIVED):
             derived[key[len(_DERIVED):]] = value
-        elif "." in key and "/" not in key and _is_sweep(parser, arg):
+        elif "/" not in key and _is_sweep(parser, arg):  # a value, or a config group (no dot)
             space[key] = value
         else:
             plain.append(arg)
@@ -107,6 +109,7 @@ def main(argv: list[str]) -> int:
     from search.config.compose import compose_session, split_config_dir
     from search.config.schema import validate_config
     from search.study.driver import prepare_search, run_search, study_runner
+    from search.study.groups import GroupComposer
     from search.tracking.client import quiet_mlflow_logs
     from search.tracking.study import StudyTracking
 
@@ -116,12 +119,13 @@ def main(argv: list[str]) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # this command prints its own summary
     conf, args = split_config_dir(argv)
     plain, space, derived = split_search_overrides(args)
-    compose, _ = compose_session(conf)
+    compose, options = compose_session(conf)
     cfg = compose(plain)
     validate_config(cfg)
     if "search" not in cfg:
         raise InputError("search", None, "the config has no search group (conf/search/)")
-    setup = prepare_search(cfg, None, space, derived)  # every input checked before Ray starts
+    groups = GroupComposer(compose, options, tuple(plain))  # config-group dimensions, if any
+    setup = prepare_search(cfg, None, space, derived, groups)  # every input checked before Ray
     if not cfg.search.get("in_process", False) and "ray" in cfg:
         import ray  # noqa: F401 - imported here, not beside MLflow's import on the thread
     # the MLflow session (import, store, parent run) opens on a thread while Ray starts; the

@@ -30,6 +30,7 @@ from search.run.batch import Runner, in_process_runner
 from search.run.metrics import cost_spec_from
 from search.study.ask_tell import LoopStats, run_batches
 from search.study.evaluate import DesignEvaluator
+from search.study.groups import GroupComposer, group_keys
 from search.study.objectives import Objective, resolve_objectives
 from search.study.report import best_trials, write_plots, write_table
 from search.study.space import SearchSpace, default_space, parse_space
@@ -95,11 +96,16 @@ def _int(search: Mapping[str, Any], key: str, low: int) -> int:
     return value
 
 
-def _study_name(cfg: DictConfig, objectives: list[Objective]) -> str:
+def _study_name(cfg: DictConfig, objectives: list[Objective], space: SearchSpace) -> str:
     name = cfg.search.get("study_name")
     if name:
         return str(name)
-    parts = [cfg.workload.get("name", "model"), cfg.system.get("name", "system"),
+
+    def named(group: str, default: str) -> str:  # a searched group: its choices
+        dist = space.distributions.get(group)
+        choices = getattr(dist, "choices", None)
+        return "+".join(map(str, choices)) if choices else cfg[group].get("name", default)
+    parts = [named("workload", "model"), named("system", "system"),
              f"{cfg.system.get('num_gpus', 0)}gpu", "+".join(o.name for o in objectives)]
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", "-".join(str(p) for p in parts))
 
@@ -118,18 +124,22 @@ def _space(cfg: DictConfig, extra_space: Mapping[str, str],
     derived = _plain_dict(search.get("derived"))
     space.update(extra_space)
     derived.update(extra_derived)
-    if not space:
-        space = default_space(
+    groups = group_keys([k for k, v in space.items() if not isinstance(v, Mapping)])
+    if all(k in groups for k in space):  # no value dimension: search the parallelization
+        space = {**space, **default_space(
             _plain_dict(cfg.workload), num_gpus=int(cfg.system.num_gpus),
             gpus_per_node=int(cfg.system.gpus_per_node),
-            global_batch=int(cfg.parallel.global_batch))
+            global_batch=int(cfg.parallel.global_batch))}
     return parse_space(space, derived)
 
 
 def prepare_search(cfg: DictConfig, runner: Runner | None = None,
                    extra_space: Mapping[str, str] | None = None,
-                   extra_derived: Mapping[str, str] | None = None) -> SearchSetup:
-    """Validate the search config and open (or resume) the study; no trial runs yet."""
+                   extra_derived: Mapping[str, str] | None = None,
+                   groups: GroupComposer | None = None) -> SearchSetup:
+    """Validate the search config and open (or resume) the study; no trial runs yet.
+    ``groups`` composes the configs of config-group dimensions (``system=choice(a,b)``,
+    :mod:`search.study.groups`); without it a space may not hold one."""
     search = cfg.search
     _check_keys(search)
     objectives = resolve_objectives(list(search.objectives))
@@ -137,11 +147,18 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     has_dims = bool(OmegaConf.select(cfg, "system.scaleout_dims", default=None))
     for key, found in [*space.distributions.items(), *space.derived.items()]:
         check_not_folded(key, found, has_dims, "search.space.")
+    searched_groups = group_keys(list(space.distributions))
+    for key in searched_groups:
+        if groups is None:
+            raise InputError(f"search.space.{key}", space.distributions[key],
+                             "a config-group dimension needs the config folder to compose "
+                             "from (simsweep search)")
+        groups.check(key, space.distributions[key])
     sampler_name = str(search.sampler)
     n_trials = _int(search, "n_trials", 1)
     if sampler_name == "grid":
         n_trials = min(n_trials, space.size() or n_trials)
-    study_name = _study_name(cfg, objectives)
+    study_name = _study_name(cfg, objectives, space)
     output_dir = Path(str(search.output_dir)) / study_name
     storage_kind = str(search.storage)
     sampler = make_sampler(
@@ -160,7 +177,8 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     evaluator = DesignEvaluator(cfg, space, objectives, cost, float(search.train_tokens),
                                 runner or in_process_runner,
                                 penalize_infeasible=sampler_name not in _CONSTRAINED,
-                                train_samples=None if train_samples is None else float(train_samples))
+                                train_samples=None if train_samples is None else float(train_samples),
+                                groups=groups if searched_groups else None)
     storage = make_storage(storage_kind, output_dir, study_name)  # after every check: no
     study = open_study(study_name=study_name, storage=storage, sampler=sampler,  # stray study
                        directions=[o.direction for o in objectives], resume=bool(search.resume),

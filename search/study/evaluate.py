@@ -2,8 +2,10 @@
 
 One call evaluates a batch of trials (DESIGN.md, "The vectorized engine"):
 
-1. derived values (``search.derived``) are computed from the trial's parameters and the base
-   config; one that is not a positive whole number makes the trial infeasible;
+1. the trial's config-group choices, if the space has any (``system=choice(a,b)``,
+   :mod:`search.study.groups`), pick its base config (composed once per combination); derived
+   values (``search.derived``) are computed from the trial's parameters and that base config;
+   one that is not a positive whole number makes the trial infeasible;
 2. the structural part (every non-``system.*`` key: workload and parallelization, the device
    pool sizes ``system.pools.<i>.count``, whose sum the mixed presets' ``num_gpus`` follows, and
    the scale-out dims ``system.scaleout_dims.<i>.*``, list elements that fold into one fabric) is
@@ -43,6 +45,7 @@ from search.config.build import (
 from search.run.batch import Columns, Runner, SpecBatch, in_process_runner, systems_batch
 from search.run.metrics import per_iteration
 from search.study.ask_tell import TrialOutcome
+from search.study.groups import GroupChoice, GroupComposer, group_keys
 from search.study.objectives import Objective, design_metrics, infeasible_outcome, outcome_of
 from search.study.space import SearchSpace, evaluate_derived
 from simcore.cost import ClusterCostSpec
@@ -64,6 +67,7 @@ class _Point:
     parallel: Any = None
     system: Any = None
     reason: str = ""
+    fidelity: str = "calibrated"
 
 
 class DesignEvaluator:
@@ -80,12 +84,17 @@ class DesignEvaluator:
         runner: evaluates SpecBatches; :func:`in_process_runner` or the Ray pool.
         penalize_infeasible: tell penalty values for infeasible points (samplers without
             constraint support).
+        groups: composes the base config of each combination of the space's config-group
+            dimensions (None: the space has none; ``base_cfg`` serves every trial).
     """
 
     def __init__(self, base_cfg: DictConfig, space: SearchSpace, objectives: Sequence[Objective],
                  cost: ClusterCostSpec, train_tokens: float, runner: Runner,
-                 penalize_infeasible: bool = False, train_samples: float | None = None) -> None:
+                 penalize_infeasible: bool = False, train_samples: float | None = None,
+                 groups: GroupComposer | None = None) -> None:
         self.base_cfg = base_cfg
+        self.groups = groups
+        self.group_keys = group_keys(list(space.distributions)) if groups is not None else []
         self.space = space
         self.objectives = list(objectives)
         self.cost = cost
@@ -93,9 +102,10 @@ class DesignEvaluator:
         self.train_samples = train_samples
         self.runner = runner
         self.penalize_infeasible = penalize_infeasible
-        self._built: dict[tuple[tuple[str, Any], ...], tuple[Any, Any, Any] | str] = {}
+        self._built: dict[tuple[GroupChoice, tuple[tuple[str, Any], ...]],
+                          tuple[Any, Any, Any] | str] = {}
         self._done: dict[tuple[tuple[str, Any], ...], TrialOutcome] = {}
-        self._base_sections: dict[str, Any] | bool | None = None  # False: interpolated
+        self._base_sections: dict[GroupChoice, dict[str, Any] | bool] = {}  # False: interpolated
         for key, found in [*space.distributions.items(), *space.derived.items()]:
             if key.startswith(_COMPOSED):  # list elements of the config, set per trial
                 check_list_elements(base_cfg, key, found, "search.space.")
@@ -106,15 +116,18 @@ class DesignEvaluator:
         """An evaluator for other objectives that reuses every point evaluated so far."""
         other = DesignEvaluator(self.base_cfg, self.space, objectives, self.cost,
                                 self.train_tokens, self.runner, self.penalize_infeasible,
-                                self.train_samples)
+                                self.train_samples, self.groups)
         other._built = self._built
         other._done = {key: outcome_of(o.metrics, other.objectives,
                                        penalize_infeasible=self.penalize_infeasible)
                        for key, o in self._done.items()}
         return other
 
-    def _lookup(self, params: Mapping[str, Any]) -> Callable[[str], Any]:
-        cfg = self.base_cfg
+    def _base(self, choice: GroupChoice) -> DictConfig:
+        """The base config of a trial with group choices ``choice``."""
+        return self.base_cfg if self.groups is None or not choice else self.groups.config(choice)
+
+    def _lookup(self, params: Mapping[str, Any], cfg: DictConfig) -> Callable[[str], Any]:
         pools = [(k, v) for k, v in params.items() if k.startswith(_POOLS)]
         if pools:  # derived values see num_gpus of this trial's pool sizes
             cfg = cfg.copy()
@@ -130,50 +143,59 @@ class DesignEvaluator:
             return value
         return get
 
-    def _structural(self, items: tuple[tuple[str, Any], ...]) -> tuple[Any, Any, Any] | str:
-        if items not in self._built:
+    def _structural(self, choice: GroupChoice, items: tuple[tuple[str, Any], ...]
+                    ) -> tuple[Any, Any, Any] | str:
+        if (choice, items) not in self._built:
             try:
-                sections = self._resolved_with(items)
+                sections = self._resolved_with(choice, items)
                 if sections is not None:  # the same specs without copying the config tree
                     model, parallel, system = build_specs(sections)
                 else:
-                    cfg = self.base_cfg.copy()
+                    cfg = self._base(choice).copy()
                     with open_dict(cfg):  # keys a preset leaves out (work_shares); specs check
                         for key, value in items:
                             value = list(value) if isinstance(value, tuple) else value
                             OmegaConf.update(cfg, key, value, merge=False)
                     model, parallel, system = build_specs(cfg)
-                self._built[items] = (model, parallel, system)
+                self._built[choice, items] = (model, parallel, system)
             except (InputError, ValueError) as err:
-                self._built[items] = f"invalid: {err}"
-        return self._built[items]
+                self._built[choice, items] = f"invalid: {err}"
+        return self._built[choice, items]
 
-    def _resolved_with(self, items: tuple[tuple[str, Any], ...]) -> dict[str, Any] | None:
+    def _resolved_with(self, choice: GroupChoice, items: tuple[tuple[str, Any], ...]
+                       ) -> dict[str, Any] | None:
         """The spec config groups of the base config with ``items`` set, as plain dicts, when
         that equals resolving the updated config (:func:`search.config.build.sections_with`,
         opened for keys a preset leaves out, as the copied tree is); None otherwise (the caller
         copies and updates the tree)."""
-        if self._base_sections is None:
-            self._base_sections = plain_sections(self.base_cfg) or False
-        base = self._base_sections
+        if choice not in self._base_sections:
+            self._base_sections[choice] = plain_sections(self._base(choice)) or False
+        base = self._base_sections[choice]
         if not isinstance(base, dict):
             return None
         return sections_with(base, items, create_missing=True)
 
     def _point(self, index: int, params: Mapping[str, Any]) -> _Point:
+        choice: GroupChoice = ()
         values = dict(params)
+        if self.groups is not None:
+            choice, values = self.groups.split(self.group_keys, params)
+        try:
+            cfg = self._base(choice)
+        except InputError as err:
+            return _Point(index, reason=f"invalid: {err}")
         for key, expr in self.space.derived.items():
-            value, reason = evaluate_derived(key, expr, self._lookup(values))
+            value, reason = evaluate_derived(key, expr, self._lookup(values, cfg))
             if value is None:
                 return _Point(index, reason=f"invalid: {reason}")
             values[key] = value
         try:
-            values = gather_work_shares(values, self.base_cfg)
+            values = gather_work_shares(values, cfg)
         except InputError as err:
             return _Point(index, reason=f"invalid: {err}")
         structural = tuple(sorted((k, v) for k, v in values.items()
                                   if not k.startswith("system.") or k.startswith(_COMPOSED)))
-        built = self._structural(structural)
+        built = self._structural(choice, structural)
         if isinstance(built, str):
             return _Point(index, reason=built)
         model, parallel, system = built
@@ -181,27 +203,28 @@ class DesignEvaluator:
             for key, value in values.items():
                 if key.startswith("system.") and not key.startswith(_COMPOSED):
                     system = set_path(system, key.split(".")[1:], value, key, "system")
-            if "parallel.dp" not in values and self.base_cfg.parallel.get("dp") is None:
+            if "parallel.dp" not in values and cfg.parallel.get("dp") is None:
                 parallel = dataclasses.replace(parallel, dp=None)  # re-derive for num_gpus
             parallel = parallel.resolve(system.num_gpus)
         except (InputError, ValueError) as err:
             return _Point(index, reason=f"invalid: {err}")
-        return _Point(index, model, parallel, system)
+        return _Point(index, model, parallel, system, fidelity=str(cfg.get("fidelity",
+                                                                           "calibrated")))
 
     def _groups(self, points: list[_Point]) -> list[tuple[SpecBatch, list[_Point]]]:
         from simcore.api import structure_key
 
         groups: dict[str, list[_Point]] = {}
         for p in points:
-            key = f"{p.model!r}|{p.parallel!r}|{structure_key(p.model, p.parallel, p.system)!r}"
+            key = (f"{p.fidelity}|{p.model!r}|{p.parallel!r}|"
+                   f"{structure_key(p.model, p.parallel, p.system)!r}")
             groups.setdefault(key, []).append(p)
-        fidelity = str(self.base_cfg.get("fidelity", "calibrated"))
         out = []
         for label, members in groups.items():
             self.n_batches += 1
             out.append((systems_batch(self.n_batches, label[-64:], members[0].model,
-                                      members[0].parallel, [p.system for p in members], fidelity),
-                        members))
+                                      members[0].parallel, [p.system for p in members],
+                                      members[0].fidelity), members))
         return out
 
     def __call__(self, points: list[dict[str, Any]]) -> list[TrialOutcome]:

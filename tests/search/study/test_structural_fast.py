@@ -23,11 +23,11 @@ def _cfg(tmp_path: Path, *overrides: str) -> DictConfig:
 
 
 def _both(evaluator, items):  # type: ignore[no-untyped-def]
-    fast = evaluator._structural(items)
-    assert evaluator._resolved_with(items) is not None  # the plain-dict path ran
+    fast = evaluator._structural((), items)  # (): no config-group choice
+    assert evaluator._resolved_with((), items) is not None  # the plain-dict path ran
     evaluator._built.clear()
-    saved, evaluator._base_sections = evaluator._base_sections, False  # force the copy path
-    slow = evaluator._structural(items)
+    saved, evaluator._base_sections = evaluator._base_sections, {(): False}  # the copy path
+    slow = evaluator._structural((), items)
     evaluator._built.clear()
     evaluator._base_sections = saved
     return fast, slow
@@ -63,11 +63,11 @@ def test_plain_dict_path_builds_what_the_config_copy_builds(tmp_path: Path) -> N
 def test_interpolated_config_and_other_keys_take_the_copy_path(tmp_path: Path) -> None:
     mixed = prepare_search(_cfg(tmp_path, "system=mixed_h100_a100", "workload=gpt_tiny",
                                 "parallel.global_batch=16")).evaluator
-    assert mixed._resolved_with((("parallel.tp", 2),)) is None  # num_gpus: ${pool_gpus:...}
+    assert mixed._resolved_with((), (("parallel.tp", 2),)) is None  # num_gpus: ${pool_gpus:...}
     ev = prepare_search(_cfg(tmp_path, "workload=gpt_tiny", "system.num_gpus=8",
                              "parallel.global_batch=16")).evaluator
     for items in ((("fidelity", "astra"),), (("parallel.tp", "${parallel.pp}"),),
                   (("parallel.tp", np.int64(2)),), (("system.pools.0.count", 4),),
                   (("parallel.tp.x", 2),)):
-        assert ev._resolved_with(items) is None, items
-    assert ev._resolved_with((("parallel.tp", 2),)) is not None
+        assert ev._resolved_with((), items) is None, items
+    assert ev._resolved_with((), (("parallel.tp", 2),)) is not None
