@@ -43,6 +43,16 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+def _missing_module(module: str) -> str:
+    """What to do about a module that could not be imported: one of simsweep's own (the
+    installed copy is incomplete or older than the checkout), or a third-party package."""
+    if module.split(".")[0] in ("simcore", "search"):
+        return (f"simsweep's own module {module!r} is missing: the installed copy is incomplete "
+                "or stale; reinstall it (bash ./dev run, or pip install -e . in the checkout)")
+    return (f"missing Python package {module!r} (install it, e.g. `pip install {module}`; a "
+            "database URL needs its driver)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``simsweep`` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -74,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"simsweep {name}: interrupted (results already written stay on disk)", file=sys.stderr)
         return 130
     except ModuleNotFoundError as err:
-        print(f"simsweep {name}: error: missing Python package {err.name!r} (install it, e.g. "
-              f"`pip install {err.name}`; a database URL needs its driver)", file=sys.stderr)
+        print(f"simsweep {name}: error: {_missing_module(err.name or '')}", file=sys.stderr)
         return 2
     except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as err:
         print(f"simsweep {name}: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
