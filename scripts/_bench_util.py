@@ -15,11 +15,14 @@ from typing import Any
 import numpy as np
 import yaml
 
+import search
 from search.config.build import build_model
 from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.spec import ModelSpec
 
-WORKLOADS = Path(__file__).resolve().parents[1] / "conf" / "workload"
+#: the workload configs of the tree whose code runs (a benchmark's base checkout, imported
+#: through PYTHONPATH, reads its own: a key added since would be unknown to its specs)
+WORKLOADS = Path(search.__file__).resolve().parents[1] / "conf" / "workload"
 
 
 def workload(name: str) -> ModelSpec:
