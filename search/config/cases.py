@@ -27,7 +27,7 @@ __all__ = ["ATTENTION_IMPLS", "COARSE_EXPERTS", "FINE_GRAINED_EXPERTS", "FLASH_E
 _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
         "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
         "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers",
-        "num_experts", "top_k")
+        "num_experts", "top_k", "shared_ffn_hidden_size")
 _BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
 _FLOAT = ("dropout",)
 _NAMES = ("gpu", "precision", "recompute", "attention", "stack", "mlp")
@@ -141,7 +141,8 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
                                 **{k: _field(row, k) for k in MODEL_KEYS}}
     if (row.get("mlp") or "").strip():
         workload["mlp"] = row["mlp"].strip()
-    workload.update({k: _field(row, k) for k in ("num_experts", "top_k", "dropout")
+    workload.update({k: _field(row, k) for k in ("num_experts", "top_k",
+                                                 "shared_ffn_hidden_size", "dropout")
                      if (row.get(k) or "").strip()})
     optional = {k: _field(row, k) for k in ("first_stage_layers", "last_stage_layers")
                 if (row.get(k) or "").strip()}  # uneven pipeline split override (optional)

@@ -53,6 +53,8 @@ class TransformerFamily:
              f"must be divisible by tp={par.tp}"),
             (m.ffn % par.tp == 0, "workload.ffn_hidden_size", m.ffn,
              f"must be divisible by tp={par.tp}"),
+            (m.shared_ffn_hidden_size % par.tp == 0, "workload.shared_ffn_hidden_size",
+             m.shared_ffn_hidden_size, f"must be divisible by tp={par.tp}"),
             (m.seq_len % par.cp == 0, "workload.seq_len", m.seq_len,
              f"must be divisible by cp={par.cp}"),
             (m.num_experts % par.ep == 0, "workload.num_experts", m.num_experts,

@@ -221,7 +221,7 @@ class _Generator:
     def _templates(self) -> None:
         m, p, ops = self.model, self.par, self.ops
         sp = self.spans
-        dense = (m.attention_params + (0 if m.is_moe else m.expert_params)) / p.tp
+        dense = m.dense_params / p.tp  # attention, the dense MLP or the shared experts
         expert = (m.num_experts // p.ep) * m.expert_params / p.tp if m.is_moe else 0.0
         zero = p.zero_stage
         self.bf16_opt = bf16_optimizer_path(p)

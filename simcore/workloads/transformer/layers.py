@@ -8,8 +8,8 @@ sequence parallelism: Korthikanti et al. 2022, Sec. 4.2.2):
   ``b a / t`` heads (``cp`` chunks of ``s`` keys each, KV blocks passed around the CP ring),
   output GEMM ``T x h/t -> h``, dropout + residual;
 - MLP: layer norm, up GEMM ``T x h -> ffn / t`` (x2 for SwiGLU's gate), activation, down GEMM,
-  dropout + residual; MoE: router GEMM, all-to-all dispatch over ``ep``, the experts' GEMMs on
-  ``T top_k`` tokens, all-to-all combine;
+  dropout + residual; MoE: router GEMM (and the shared experts' MLP on all ``T`` tokens),
+  all-to-all dispatch over ``ep``, the experts' GEMMs on ``T top_k`` tokens, all-to-all combine;
 - TP collectives on the activation ``T h`` (2 bytes/element): all-reduce after each block
   (forward) and before it (backward); with sequence parallelism each all-reduce becomes a
   reduce-scatter plus an all-gather of the same buffer (layer norms/dropouts then run on T/t).
@@ -142,6 +142,12 @@ class _Builder:
             return [("c", self.ops.template(f"mlp_{tag}", [(k, w * scale) for k, w in parts]))]
         routed = self.tokens * m.top_k
         router = [(self.mem(2 * h), 1.0), (self.gemm(m.num_experts, h), 1.0)]
+        shared = m.shared_ffn_hidden_size
+        if shared:  # shared experts: a dense MLP of their width on every token, beside the router
+            gate = 2 if m.mlp == "swiglu" else 1
+            router += [(self.gemm(gate * shared / t, h), 1.0),
+                       (self.mem((gate + 1) * shared / t, self.tokens), 1.0),
+                       (self.gemm(h, shared / t), 1.0)]
         experts = [(self.gemm(up, h, routed), 1.0), (self.mem(act_elems, routed), 1.0),
                    (self.gemm(h, f / t, routed), 1.0), (self.mem(3 * h), 1.0)]
         steps: list[Step] = [("c", self.ops.template(

@@ -18,7 +18,8 @@ Model and sources:
   it keeps only its output and the softmax statistics); full recompute keeps only the layer input ``2 sbh`` (``/ t`` with sequence
   parallelism) plus, transiently, one layer's activations while it is recomputed
   (``recompute_workspace``). The 24 generalizes to ``4 + 4 kv/a + 2 mlp_outputs ffn/h``
-  (GQA, ``ffn != 4h``, SwiGLU); MoE layers keep ``top_k`` copies of the MLP activations.
+  (GQA, ``ffn != 4h``, SwiGLU); MoE layers keep ``top_k`` copies of the MLP activations, plus
+  those of the shared experts (``ffn`` -> their width).
   The 10 holds two 1-byte dropout masks (``sbh`` each: attention and MLP outputs) and the
   core's 5 a 1-byte mask and the 2-byte dropout output over the scores; a model trained
   without dropout (``model.dropout = 0``: PyTorch's ``dropout`` returns its input at ``p = 0``
@@ -58,6 +59,7 @@ class ModelLike(Protocol):
     mlp: str
     num_experts: int
     top_k: int
+    shared_ffn_hidden_size: int
     dropout: float
 
     @property
@@ -71,6 +73,9 @@ class ModelLike(Protocol):
 
     @property
     def expert_params(self) -> int: ...  # noqa: D102
+
+    @property
+    def dense_params(self) -> int: ...  # noqa: D102
 
     def output_layer_equivalents(self) -> float: ...  # noqa: D102
 
@@ -119,8 +124,9 @@ def plan_stage_layers(model: ModelLike, par: ParallelLike, stage: int) -> int:
 
 def _stage_params(model: ModelLike, par: ParallelLike, stage: int) -> float:
     t = par.tp
-    layer = model.attention_params / t + (model.num_experts / par.ep) * model.expert_params / t
+    layer = model.dense_params / t  # attention and the dense MLP or the shared experts
     if model.num_experts > 1:
+        layer += (model.num_experts / par.ep) * model.expert_params / t
         layer += model.hidden_size * model.num_experts
     params = plan_stage_layers(model, par, stage) * layer
     embedding = model.vocab_size * model.hidden_size / t
@@ -138,7 +144,8 @@ def _layer_activation_bytes(model: ModelLike, par: ParallelLike) -> tuple[float,
     sbh = s * par.micro_batch * h * _HALF[par.precision] / 2
     mlp_outputs = 3.0 if model.mlp == "swiglu" else 2.0
     mlp_copies = float(model.top_k) if model.num_experts > 1 else 1.0
-    sharded = 4.0 + 4.0 * model.kv_heads / a + 2.0 * mlp_outputs * mlp_copies * model.ffn / h
+    mlp_width = mlp_copies * model.ffn + model.shared_ffn_hidden_size  # routed and shared
+    sharded = 4.0 + 4.0 * model.kv_heads / a + 2.0 * mlp_outputs * mlp_width / h
     masks = model.dropout > 0  # 1-byte dropout masks of both blocks' outputs and the scores
     replicated = 10.0 if masks else 8.0
     core = (5.0 if masks else 2.0) * a * s / h

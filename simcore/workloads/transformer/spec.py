@@ -3,7 +3,10 @@
 A GPT-style decoder: ``num_layers`` blocks of attention (MHA, or GQA when ``num_kv_heads <
 num_heads``) and an MLP (GELU with two GEMMs, or SwiGLU with a gated first GEMM), a word
 embedding and an output layer over ``vocab_size``. With ``num_experts > 1`` every MLP is a
-mixture of experts with top-``top_k`` routing (Mixtral-style). Parameter and FLOP counts follow
+mixture of experts with top-``top_k`` routing (Mixtral-style), optionally beside shared experts
+that every token passes (``shared_ffn_hidden_size``: DeepSeekMoE, Dai et al. 2024; Qwen-MoE;
+Megatron-Core's ``moe_shared_expert_intermediate_size``), which are data- and tensor-parallel
+like a dense MLP, not expert-parallel. Parameter and FLOP counts follow
 Narayanan et al. 2021 / Korthikanti et al. 2022 (reference/peers-hardware-measurements.md,
 Part B, "FLOP conventions"): per layer and token, forward GEMM FLOPs are 2 x parameters, plus
 ``4 s h`` for the attention scores and values (full, non-causal count, as Megatron reports).
@@ -44,6 +47,8 @@ class ModelSpec:
         mlp: ``gelu`` (2 GEMMs) or ``swiglu`` (gate + up, then down: 3 weight matrices).
         num_experts: experts per MoE layer (1 = dense MLP).
         top_k: experts each token is routed to.
+        shared_ffn_hidden_size: inner width of the shared experts of a MoE layer together (an
+            MLP of this width, the same kind as the experts', on every token; 0 = none).
         dropout: dropout probability of the attention scores and of both blocks' outputs
             (Megatron-LM's default 0.1; LLaMA-family recipes train without dropout, 0). At 0
             no dropout mask is kept for backward and the unfused attention core has no
@@ -61,6 +66,7 @@ class ModelSpec:
     mlp: str = "gelu"
     num_experts: int = 1
     top_k: int = 1
+    shared_ffn_hidden_size: int = 0
     dropout: float = 0.1
 
     def __post_init__(self) -> None:
@@ -83,6 +89,12 @@ class ModelSpec:
         require(self.mlp in MLP_KINDS, p + "mlp", self.mlp, f"must be one of {', '.join(MLP_KINDS)}")
         require(self.top_k <= self.num_experts, p + "top_k", self.top_k,
                 f"must be <= num_experts={self.num_experts}")
+        shared = self.shared_ffn_hidden_size
+        require(isinstance(shared, int) and not isinstance(shared, bool) and shared >= 0,
+                p + "shared_ffn_hidden_size", shared, "must be an integer >= 0 (0 = none)")
+        require(shared == 0 or self.num_experts > 1, p + "shared_ffn_hidden_size", shared,
+                "shared experts belong to a mixture of experts (num_experts > 1); a dense "
+                "model's MLP width is ffn_hidden_size")
         require(isinstance(self.dropout, int | float) and not isinstance(self.dropout, bool)
                 and 0 <= self.dropout < 1, p + "dropout", self.dropout,
                 "must be a probability in [0, 1)")
@@ -127,14 +139,37 @@ class ModelSpec:
         """Weights of one expert's (or the dense) MLP."""
         return self.mlp_matrices * self.hidden_size * self.ffn
 
+    @property
+    def shared_expert_params(self) -> int:
+        """Weights of a MoE layer's shared experts (0 without)."""
+        return self.mlp_matrices * self.hidden_size * self.shared_ffn_hidden_size
+
+    @property
+    def dense_params(self) -> int:
+        """Weights of one block that every token uses and that are not expert-parallel:
+        attention and the dense MLP, or attention and the shared experts of a MoE layer."""
+        mlp = self.shared_expert_params if self.is_moe else self.expert_params
+        return self.attention_params + mlp
+
     def layer_params(self) -> int:
         """Weights of one transformer block (all experts counted; router included)."""
-        router = self.hidden_size * self.num_experts if self.is_moe else 0
-        return self.attention_params + self.num_experts * self.expert_params + router
+        if not self.is_moe:
+            return self.dense_params
+        return self.dense_params + self.num_experts * self.expert_params + self._router_params()
 
     def num_params(self) -> int:
         """Total weights: blocks, word embedding and an untied output layer."""
         return self.num_layers * self.layer_params() + 2 * self.vocab_size * self.hidden_size
+
+    def active_params(self) -> int:
+        """Weights one token passes through: :meth:`num_params` with only ``top_k`` routed
+        experts per layer (what MoE model cards call "activated parameters")."""
+        routed = self.top_k * self.expert_params if self.is_moe else 0
+        per_layer = self.dense_params + routed + self._router_params()
+        return self.num_layers * per_layer + 2 * self.vocab_size * self.hidden_size
+
+    def _router_params(self) -> int:
+        return self.hidden_size * self.num_experts if self.is_moe else 0
 
     def model_flops_per_sample(self) -> float:
         """Forward + backward FLOPs of one sample without recompute ("model FLOPs", for MFU).
@@ -156,9 +191,9 @@ class ModelSpec:
     def _layer_forward_flops(self) -> float:
         """Forward FLOPs of one transformer layer for one sample (module docstring)."""
         s, h = self.seq_len, self.hidden_size
-        active = self.attention_params + self.top_k * self.expert_params
-        router = h * self.num_experts if self.is_moe else 0
-        return 2.0 * (active + router) * s + 4.0 * s * s * h
+        routed = self.top_k * self.expert_params if self.is_moe else 0
+        active = self.dense_params + routed + self._router_params()
+        return 2.0 * active * s + 4.0 * s * s * h
 
     def _output_forward_flops(self) -> float:
         return 2.0 * self.seq_len * self.hidden_size * self.vocab_size

@@ -79,3 +79,17 @@ def test_expert_columns_that_are_not_valid_counts_name_the_column():
         assert out["status"] == "error" and out["error"].startswith(key + "="), out["error"]
     out = predict({**ROW, "num_experts": "8", "top_k": "9"})  # more experts per token than exist
     assert out["status"] == "error" and out["error"].startswith("workload.top_k="), out["error"]
+
+
+def test_a_shared_expert_column_reaches_the_model_and_adds_its_work():
+    """The optional ``shared_ffn_hidden_size`` column (DeepSeekMoE / Qwen-MoE shared experts)."""
+    row = {**ROW, "num_experts": "8", "top_k": "2"}
+    model, _, _ = build_case({**row, "shared_ffn_hidden_size": "14336"})
+    assert model.shared_ffn_hidden_size == 14336
+    routed = predict(row)
+    shared = predict({**row, "shared_ffn_hidden_size": "14336"})
+    assert routed["status"] == shared["status"] == "ok", (routed["error"], shared["error"])
+    assert float(shared["iter_time_s"]) > float(routed["iter_time_s"])
+    assert float(shared["peak_memory_gib"]) > float(routed["peak_memory_gib"])
+    bad = predict({**row, "shared_ffn_hidden_size": "wide"})
+    assert bad["status"] == "error" and "shared_ffn_hidden_size" in bad["error"]

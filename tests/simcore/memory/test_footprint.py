@@ -28,6 +28,7 @@ class Model:
     mlp: str = "gelu"
     num_experts: int = 1
     top_k: int = 1
+    shared_ffn_hidden_size: int = 0
     dropout: float = 0.1  # Megatron-LM's default, as in the measured runs
 
     @property
@@ -45,6 +46,10 @@ class Model:
     @property
     def expert_params(self) -> int:
         return 8 * self.hidden_size**2
+
+    @property
+    def dense_params(self) -> int:
+        return self.attention_params + self.expert_params
 
 
 @dataclass(frozen=True)
