@@ -4,9 +4,12 @@ routed experts on every token, data- and tensor-parallel, not expert-parallel.""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
 
+from search.config.build import build_model
 from simcore.api import simulate_batch
 from simcore.errors import InputError
 from simcore.specs.parallel import ParallelSpec
@@ -14,11 +17,10 @@ from simcore.specs.system import SystemSpec
 from simcore.workloads.transformer.memory import footprint_bytes, layers_in_stage
 from simcore.workloads.transformer.spec import ModelSpec
 
-#: Qwen1.5-MoE-A2.7B as configured by the Qwen team (hidden 2,048, 24 layers, 16 heads, 60
-#: experts of 1,408, top 4, shared experts 5,632 wide, vocabulary 151,936, untied embeddings)
-QWEN_MOE = ModelSpec(name="qwen1.5_moe_a2.7b", num_layers=24, hidden_size=2048, num_heads=16,
-                     ffn_hidden_size=1408, seq_len=4096, vocab_size=151936, mlp="swiglu",
-                     num_experts=60, top_k=4, shared_ffn_hidden_size=5632, dropout=0.0)
+#: Qwen1.5-MoE-A2.7B, conf/workload/qwen1.5_moe_a2.7b.yaml (hidden 2,048, 24 layers, 16 heads,
+#: 60 experts of 1,408, top 4, shared experts 5,632 wide, vocabulary 151,936, untied embeddings)
+PRESET = Path(__file__).resolve().parents[4] / "conf" / "workload" / "qwen1.5_moe_a2.7b.yaml"
+QWEN_MOE = build_model({"workload": yaml.safe_load(PRESET.read_text())})
 
 
 def test_parameter_counts_match_the_published_total_and_activated() -> None:
