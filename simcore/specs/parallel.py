@@ -40,6 +40,11 @@ class ParallelSpec:
         dp: data-parallel degree; ``None`` = derived from ``system.num_gpus`` by
             :meth:`resolve`.
         vp: virtual pipeline stages (model chunks) per GPU; 1 = plain 1F1B.
+        microbatch_group: with ``vp > 1``, micro-batches a model chunk runs in a row before the
+            next chunk (Megatron-Core's ``microbatch_group_size_per_vp_stage``); 0 = ``pp``,
+            Megatron-LM's interleaved schedule. At least ``pp`` and dividing the micro-batches
+            per replica: a group of all of them runs an interleaved pipeline whose micro-batch
+            count ``pp`` does not divide, with more forwards in flight.
         micro_batch: samples per micro-batch (per data-parallel replica).
         global_batch: samples per iteration; micro-batches per replica =
             ``global_batch / (dp * micro_batch)`` (gradient accumulation).
@@ -104,6 +109,7 @@ class ParallelSpec:
     cp: int = 1
     ep: int = 1
     vp: int = 1
+    microbatch_group: int = 0
     micro_batch: int = 1
     global_batch: int = 8
     sequence_parallel: bool = False
@@ -147,6 +153,10 @@ class ParallelSpec:
                 "must order the four dimensions tp, cp, dp, pp joined by '-' (innermost first)")
         require(self.vp == 1 or self.pp > 1, p + "vp", self.vp,
                 "virtual pipeline stages need pp > 1")
+        group = self.microbatch_group
+        require(isinstance(group, int) and not isinstance(group, bool)
+                and (group == 0 or group >= self.pp), p + "microbatch_group", group,
+                f"must be 0 (= pp) or an integer >= pp={self.pp}")
         check_layer_split(self.layer_split, self.first_stage_layers, self.last_stage_layers)
         require(self.work_split in WORK_SPLITS, p + "work_split", self.work_split,
                 f"must be one of {', '.join(WORK_SPLITS)}")
@@ -170,6 +180,11 @@ class ParallelSpec:
         """
         return chunk_layers(num_layers, self.pp, self.vp, self.first_stage_layers,
                             self.last_stage_layers, self.layer_split, output_layers)
+
+    @property
+    def vp_group(self) -> int:
+        """Micro-batches a model chunk runs in a row (``microbatch_group``, 0 = ``pp``)."""
+        return self.microbatch_group or self.pp
 
     @property
     def pipelined_pieces(self) -> bool:
@@ -225,7 +240,11 @@ class ParallelSpec:
                 f"{int(limit('micro_batches'))} (limit micro_batches, SIMSWEEP_MAX_MICRO_BATCHES)")
         require(dp % spec.ep == 0, p + "ep", spec.ep, f"must divide dp={dp}")
         if spec.vp > 1:
-            require(spec.num_micro_batches % spec.pp == 0, p + "global_batch", spec.global_batch,
-                    f"interleaving needs micro-batches per replica ({spec.num_micro_batches}) "
-                    f"divisible by pp={spec.pp}")
+            m, g = spec.num_micro_batches, spec.vp_group
+            if spec.microbatch_group:
+                require(m % g == 0, p + "microbatch_group", g,
+                        f"must divide the micro-batches per replica ({m})")
+            require(m % g == 0, p + "global_batch", spec.global_batch,
+                    f"interleaving needs micro-batches per replica ({m}) divisible by pp={g} "
+                    "(or a parallel.microbatch_group that divides them)")
         return spec

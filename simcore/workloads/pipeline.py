@@ -3,10 +3,12 @@
 1F1B (PipeDream-Flush; Narayanan et al. 2021, Sec. 2.2.1): stage ``s`` of ``p`` runs
 ``min(p - s - 1, m)`` warm-up forwards, then alternates one forward and one backward, then
 drains the remaining backwards. The interleaved schedule (same paper, Sec. 2.2.2) gives every
-GPU ``v`` model chunks (virtual stages ``c * p + s``); micro-batches advance in groups of ``p``
-through the chunks, with ``(p - s - 1) * 2 + (v - 1) * p`` warm-up forwards (Megatron-LM's
-``forward_backward_pipelining_with_interleaving``). The bubbles are *not* computed here: the
-engine schedules these programs with their cross-stage dependencies and the idle time comes
+GPU ``v`` model chunks (virtual stages ``c * p + s``); micro-batches advance in groups of ``g``
+through the chunks, with ``(p - s - 1) * 2 + (v - 1) * g`` warm-up forwards (Megatron-LM's
+``forward_backward_pipelining_with_interleaving``: ``g = p``; Megatron-Core's
+``microbatch_group_size_per_vp_stage`` sets ``g``, any ``g >= p`` dividing the micro-batches,
+e.g. all of them when ``p`` does not divide their count). The bubbles are *not* computed here:
+the engine schedules these programs with their cross-stage dependencies and the idle time comes
 out of the schedule.
 """
 
@@ -28,38 +30,42 @@ class PipeOp(NamedTuple):
     chunk: int
 
 
-def _chunk(k: int, pp: int, vp: int, forward: bool) -> int:
-    c = (k // pp) % vp
+def _chunk(k: int, group: int, vp: int, forward: bool) -> int:
+    c = (k // group) % vp
     return c if forward else vp - 1 - c
 
 
-def _micro_batch(k: int, pp: int, vp: int) -> int:
-    return (k // (pp * vp)) * pp + k % pp
+def _micro_batch(k: int, group: int, vp: int) -> int:
+    return (k // (group * vp)) * group + k % group
 
 
-def stage_program(stage: int, pp: int, vp: int, num_micro_batches: int) -> list[PipeOp]:
+def stage_program(stage: int, pp: int, vp: int, num_micro_batches: int,
+                  group: int | None = None) -> list[PipeOp]:
     """The in-order program of pipeline ``stage``.
 
     Args:
         stage: physical stage 0..pp-1.
         pp: pipeline stages.
         vp: model chunks per stage (1 = plain 1F1B).
-        num_micro_batches: micro-batches per iteration (a multiple of ``pp`` when ``vp > 1``).
+        num_micro_batches: micro-batches per iteration (a multiple of ``group`` when
+            ``vp > 1``).
+        group: micro-batches a chunk runs in a row (``vp > 1``; None = ``pp``).
 
     Returns:
         2 x ``num_micro_batches`` x ``vp`` passes, forwards and backwards, in issue order.
     """
+    g = pp if group is None else group
     total = num_micro_batches * vp
     if vp == 1:
         warmup = min(pp - stage - 1, num_micro_batches)
     else:
-        warmup = min((pp - stage - 1) * 2 + (vp - 1) * pp, total)
+        warmup = min((pp - stage - 1) * 2 + (vp - 1) * g, total)
 
     def fwd(k: int) -> PipeOp:
-        return PipeOp(True, _micro_batch(k, pp, vp), _chunk(k, pp, vp, True))
+        return PipeOp(True, _micro_batch(k, g, vp), _chunk(k, g, vp, True))
 
     def bwd(k: int) -> PipeOp:
-        return PipeOp(False, _micro_batch(k, pp, vp), _chunk(k, pp, vp, False))
+        return PipeOp(False, _micro_batch(k, g, vp), _chunk(k, g, vp, False))
 
     program = [fwd(k) for k in range(warmup)]
     steady = total - warmup
@@ -70,35 +76,38 @@ def stage_program(stage: int, pp: int, vp: int, num_micro_batches: int) -> list[
     return program
 
 
-def stage_program_arrays(stage: int, pp: int, vp: int, num_micro_batches: int
+def stage_program_arrays(stage: int, pp: int, vp: int, num_micro_batches: int,
+                         group: int | None = None
                          ) -> tuple[NDArray[np.bool_], NDArray[np.int64], NDArray[np.int64]]:
     """:func:`stage_program` as arrays (forward?, micro-batch, chunk), built with numpy."""
     _, fwd, mb, chunk, _ = _programs(np.asarray([stage], dtype=np.int64), pp, vp,
-                                     num_micro_batches)
+                                     num_micro_batches, group)
     return fwd, mb, chunk
 
 
-def pipeline_program_arrays(pp: int, vp: int, num_micro_batches: int
+def pipeline_program_arrays(pp: int, vp: int, num_micro_batches: int, group: int | None = None
                             ) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64],
                                        NDArray[np.int64], NDArray[np.int64]]:
     """Every stage's :func:`stage_program_arrays`, concatenated in stage order, with one set of
     numpy calls: (stage, forward?, micro-batch, chunk, k) per pass, where ``k`` is the pass's
     index among its stage's forwards (or backwards)."""
-    return _programs(np.arange(pp, dtype=np.int64), pp, vp, num_micro_batches)
+    return _programs(np.arange(pp, dtype=np.int64), pp, vp, num_micro_batches, group)
 
 
-def _programs(stages: NDArray[np.int64], pp: int, vp: int, num_micro_batches: int
+def _programs(stages: NDArray[np.int64], pp: int, vp: int, num_micro_batches: int,
+              group: int | None = None
               ) -> tuple[NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64],
                          NDArray[np.int64], NDArray[np.int64]]:
     """:func:`stage_program` of each of ``stages``, concatenated: (stage, forward?,
     micro-batch, chunk, k) per pass; warm-up forwards, then forward/backward pairs, then the
     remaining backwards."""
     i64 = np.int64
+    g = pp if group is None else group
     total = num_micro_batches * vp
     if vp == 1:
         warmup = np.minimum(pp - stages - 1, num_micro_batches)
     else:
-        warmup = np.minimum((pp - stages - 1) * 2 + (vp - 1) * pp, total)
+        warmup = np.minimum((pp - stages - 1) * 2 + (vp - 1) * g, total)
     steady = total - warmup
     n = stages.size
     stage = np.repeat(stages, 2 * total)
@@ -109,6 +118,6 @@ def _programs(stages: NDArray[np.int64], pp: int, vp: int, num_micro_batches: in
     mid = (r >= 0) & (r < 2 * st)
     fwd = (r < 0) | (mid & (r % 2 == 0))
     k = np.where(r < 0, q, np.where(mid, np.where(fwd, w + r // 2, r // 2), r - st))
-    mb = (k // (pp * vp)) * pp + k % pp
-    c = (k // pp) % vp
+    mb = (k // (g * vp)) * g + k % g
+    c = (k // g) % vp
     return stage, fwd, mb, np.where(fwd, c, vp - 1 - c), k

@@ -318,7 +318,7 @@ class _Generator:
         grads: list[int] = []
         n_reduce = 0
         alive = peak = 0
-        for op in stage_program(e.stage, self.par.pp, self.par.vp, self.m):
+        for op in stage_program(e.stage, self.par.pp, self.par.vp, self.m, self.par.vp_group):
             v = op.chunk * self.par.pp + e.stage
             if op.forward:
                 alive += 1
@@ -564,13 +564,15 @@ class _RunGenerator(_Generator):
         u_opt = np.asarray([rb.unit((t,)) for t in opt_t], dtype=i64)
 
         # --- the passes of all stages ----------------------------------------------------
-        st, fwd, mb, chunk, kk = pipeline_program_arrays(pp, vp, m)
+        group = p.vp_group
+        st, fwd, mb, chunk, kk = pipeline_program_arrays(pp, vp, m, group)
         n_pass = int(st.size)
         v = chunk * pp + st
         layers = lay[v]
         first, last = v == 0, v == big_v - 1
         # the first forward of each chunk waits for the chunk's prefetched gathers
-        special = fwd & (kk < pp * vp) & (kk % pp == 0) if pre_gather else np.zeros(n_pass, bool)
+        special = (fwd & (kk < group * vp) & (kk % group == 0) if pre_gather
+                   else np.zeros(n_pass, bool))
         reduces = ~fwd & ((p.zero_stage >= 2) | (mb == m - 1))
         red = reduces & ov
         n_main = np.where(red, layers * (1 + g), np.where(special, layers, 1))
@@ -715,7 +717,7 @@ class _RunGenerator(_Generator):
         lo, p = self.lops, self.par
         units = (self.fwd_unit, self.bwd_unit, self._unit(lo.head_fwd), self._unit(lo.head_bwd))
         assert isinstance(e, RunEmitter)
-        fwd, mb, chunk = stage_program_arrays(e.stage, p.pp, p.vp, self.m)
+        fwd, mb, chunk = stage_program_arrays(e.stage, p.pp, p.vp, self.m, p.vp_group)
         special = []  # the first forward of each chunk with gathers pending
         for c in sorted({c for c, _ in self.gathers}):
             special.append(int(np.flatnonzero(fwd & (chunk == c))[0]))

@@ -26,8 +26,9 @@ Model and sources:
   and keeps no mask) stores ``8`` and ``2`` instead.
 * **In-flight micro-batches** (Narayanan et al. 2021 / Korthikanti et al. 2022 §4.2.3):
   1F1B stage ``i`` of ``p`` keeps ``min(p - i, m)`` micro-batches; the interleaved schedule
-  keeps ``min(2 (p - i - 1) + (v - 1) p + 1, m v)`` model chunks of ``L / (p v)`` layers, i.e.
-  ``(1 + (p - 1)/(p v))`` times 1F1B on the first stage. Uneven layer splits
+  keeps ``min(2 (p - i - 1) + (v - 1) g + 1, m v)`` model chunks of ``L / (p v)`` layers, i.e.
+  ``(1 + (p - 1)/(p v))`` times 1F1B on the first stage for micro-batch groups of ``g = p``
+  (larger groups, ``parallel.microbatch_group``, hold more). Uneven layer splits
   (:mod:`simcore.specs.layer_split`): a stage holds its own layer count (weights and 1F1B
   activations); interleaved in-flight chunks are counted at the stage's mean chunk size.
 * The last stage also holds the fp32 logits of the cross-entropy, ``4 s b V / t``.
@@ -168,7 +169,8 @@ def in_flight_layers(model: ModelLike, par: ParallelLike, stage: int) -> float:
         return float(model.num_layers)
     if v == 1:
         return float(min(p - stage, m) * plan_stage_layers(model, par, stage))
-    chunks = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
+    g = getattr(par, "vp_group", p)  # micro-batches a chunk runs in a row (Megatron-Core)
+    chunks = min(2 * (p - stage - 1) + (v - 1) * g + 1, m * v)
     return chunks * plan_stage_layers(model, par, stage) / v  # uneven: the stage's mean chunk
 
 

@@ -103,6 +103,12 @@ PLANS = [
     (DENSE, 32, ParallelSpec(tp=4, pp=2, vp=2, global_batch=16, zero_stage=3,
                              sequence_parallel=True, tp_comm_overlap=True)),
     (DENSE, 8, ParallelSpec(tp=4, pp=1, global_batch=16, zero_stage=3)),
+    # interleaving with micro-batch groups other than pp (Megatron-Core): 6 micro-batches in
+    # one group on 4 stages with ZeRO-1 prefetched gathers; groups of 6 of 12, ZeRO-2
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=2, global_batch=24, microbatch_group=6,
+                             zero_stage=1)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=3, global_batch=48, microbatch_group=6,
+                             zero_stage=2)),
 ]
 
 
