@@ -42,9 +42,10 @@ class ParallelSpec:
         vp: virtual pipeline stages (model chunks) per GPU; 1 = plain 1F1B.
         microbatch_group: with ``vp > 1``, micro-batches a model chunk runs in a row before the
             next chunk (Megatron-Core's ``microbatch_group_size_per_vp_stage``); 0 = ``pp``,
-            Megatron-LM's interleaved schedule. At least ``pp`` and dividing the micro-batches
-            per replica: a group of all of them runs an interleaved pipeline whose micro-batch
-            count ``pp`` does not divide, with more forwards in flight.
+            Megatron-LM's interleaved schedule. At least ``pp`` and at most the micro-batches
+            per replica; the last group holds what is left, 0 or at least ``pp`` of them. It
+            runs interleaved pipelines whose micro-batch count ``pp`` does not divide, with more
+            forwards in flight.
         micro_batch: samples per micro-batch (per data-parallel replica).
         global_batch: samples per iteration; micro-batches per replica =
             ``global_batch / (dp * micro_batch)`` (gradient accumulation).
@@ -241,10 +242,12 @@ class ParallelSpec:
         require(dp % spec.ep == 0, p + "ep", spec.ep, f"must divide dp={dp}")
         if spec.vp > 1:
             m, g = spec.num_micro_batches, spec.vp_group
-            if spec.microbatch_group:
-                require(m % g == 0, p + "microbatch_group", g,
-                        f"must divide the micro-batches per replica ({m})")
-            require(m % g == 0, p + "global_batch", spec.global_batch,
-                    f"interleaving needs micro-batches per replica ({m}) divisible by pp={g} "
-                    "(or a parallel.microbatch_group that divides them)")
+            if spec.microbatch_group:  # Megatron-Core: the last group is the remainder
+                require(g <= m and (m % g == 0 or m % g >= spec.pp), p + "microbatch_group", g,
+                        f"must be at most the micro-batches per replica ({m}) and leave a "
+                        f"last group of 0 or at least pp={spec.pp} ({m} mod {g} = {m % g})")
+            else:
+                require(m % g == 0, p + "global_batch", spec.global_batch,
+                        f"interleaving needs micro-batches per replica ({m}) divisible by "
+                        f"pp={g} (or a parallel.microbatch_group, Megatron-Core's)")
         return spec

@@ -6,8 +6,9 @@ drains the remaining backwards. The interleaved schedule (same paper, Sec. 2.2.2
 GPU ``v`` model chunks (virtual stages ``c * p + s``); micro-batches advance in groups of ``g``
 through the chunks, with ``(p - s - 1) * 2 + (v - 1) * g`` warm-up forwards (Megatron-LM's
 ``forward_backward_pipelining_with_interleaving``: ``g = p``; Megatron-Core's
-``microbatch_group_size_per_vp_stage`` sets ``g``, any ``g >= p`` dividing the micro-batches,
-e.g. all of them when ``p`` does not divide their count). The bubbles are *not* computed here:
+``microbatch_group_size_per_vp_stage`` sets ``g >= p``; as its schedule table, the last group
+holds the ``m mod g`` micro-batches left, which must then be at least ``p``, e.g. ``g = m`` when
+``p`` does not divide ``m``). The bubbles are *not* computed here:
 the engine schedules these programs with their cross-stage dependencies and the idle time comes
 out of the schedule.
 """
@@ -30,13 +31,17 @@ class PipeOp(NamedTuple):
     chunk: int
 
 
-def _chunk(k: int, group: int, vp: int, forward: bool) -> int:
-    c = (k // group) % vp
-    return c if forward else vp - 1 - c
-
-
-def _micro_batch(k: int, group: int, vp: int) -> int:
-    return (k // (group * vp)) * group + k % group
+def _table(k: NDArray[np.int64], group: int, vp: int, num_micro_batches: int
+           ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(micro-batch, chunk) of the ``k``-th forward of a stage: groups of ``group``
+    micro-batches, each run through chunk 0, 1, ... in turn; the last group is what is left
+    (Megatron-Core's schedule table)."""
+    full = (num_micro_batches // group) * group * vp  # passes of the whole groups
+    last = max(num_micro_batches % group, 1)
+    mb = np.where(k < full, (k // (group * vp)) * group + k % group,
+                  (num_micro_batches // group) * group + (k - full) % last)
+    chunk = np.where(k < full, (k // group) % vp, (k - full) // last)
+    return mb, chunk
 
 
 def stage_program(stage: int, pp: int, vp: int, num_micro_batches: int,
@@ -60,12 +65,13 @@ def stage_program(stage: int, pp: int, vp: int, num_micro_batches: int,
         warmup = min(pp - stage - 1, num_micro_batches)
     else:
         warmup = min((pp - stage - 1) * 2 + (vp - 1) * g, total)
+    mbs, chunks = _table(np.arange(total, dtype=np.int64), g, vp, num_micro_batches)
 
     def fwd(k: int) -> PipeOp:
-        return PipeOp(True, _micro_batch(k, g, vp), _chunk(k, g, vp, True))
+        return PipeOp(True, int(mbs[k]), int(chunks[k]))
 
     def bwd(k: int) -> PipeOp:
-        return PipeOp(False, _micro_batch(k, g, vp), _chunk(k, g, vp, False))
+        return PipeOp(False, int(mbs[k]), vp - 1 - int(chunks[k]))
 
     program = [fwd(k) for k in range(warmup)]
     steady = total - warmup
@@ -118,6 +124,5 @@ def _programs(stages: NDArray[np.int64], pp: int, vp: int, num_micro_batches: in
     mid = (r >= 0) & (r < 2 * st)
     fwd = (r < 0) | (mid & (r % 2 == 0))
     k = np.where(r < 0, q, np.where(mid, np.where(fwd, w + r // 2, r // 2), r - st))
-    mb = (k // (g * vp)) * g + k % g
-    c = (k // g) % vp
+    mb, c = _table(k, g, vp, num_micro_batches)
     return stage, fwd, mb, np.where(fwd, c, vp - 1 - c), k

@@ -159,5 +159,5 @@ def test_a_microbatch_group_column_runs_an_interleaved_count_pp_does_not_divide(
     assert plain["status"] == "infeasible" and "divisible by pp=4" in plain["error"]
     grouped = predict({**row, "microbatch_group": "6"})
     assert grouped["status"] == "ok", grouped["error"]
-    bad = predict({**row, "microbatch_group": "5"})
+    bad = predict({**row, "microbatch_group": "5"})  # a last group of 1 < pp
     assert bad["status"] == "infeasible" and "microbatch_group" in bad["error"]

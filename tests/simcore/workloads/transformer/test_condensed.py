@@ -109,6 +109,7 @@ PLANS = [
                              zero_stage=1)),
     (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=3, global_batch=48, microbatch_group=6,
                              zero_stage=2)),
+    (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=2, global_batch=40, microbatch_group=6)),  # 6 + 4
 ]
 
 

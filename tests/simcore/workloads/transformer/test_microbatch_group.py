@@ -22,11 +22,13 @@ SYSTEM = [SystemSpec(num_gpus=4)]
 
 
 @pytest.mark.parametrize(("pp", "vp", "m", "group"), [(4, 2, 6, 6), (4, 2, 8, 8), (4, 3, 12, 6),
-                                                      (2, 2, 3, 3), (4, 2, 8, 4)])
+                                                      (2, 2, 3, 3), (4, 2, 8, 4), (4, 2, 10, 6),
+                                                      (4, 3, 13, 9)])
 def test_every_stage_runs_each_pass_once_backward_after_forward(pp: int, vp: int, m: int,
                                                                 group: int) -> None:
-    """A chunk runs ``group`` micro-batches in a row; each (micro-batch, chunk) is run forward
-    and backward exactly once per stage, the backward after the forward, and the first
+    """A chunk runs ``group`` micro-batches in a row (the last group: what is left, as
+    Megatron-Core's schedule table); each (micro-batch, chunk) is run forward and backward
+    exactly once per stage, the backward after the forward, and the first
     ``2 (pp - s - 1) + (vp - 1) group`` passes are forwards (Megatron-Core's warm-up)."""
     for s in range(pp):
         program = stage_program(s, pp, vp, m, group)
@@ -38,7 +40,12 @@ def test_every_stage_runs_each_pass_once_backward_after_forward(pp: int, vp: int
         warmup = min(2 * (pp - s - 1) + (vp - 1) * group, m * vp)
         first_backward = next(i for i, op in enumerate(program) if not op.forward)
         assert first_backward == (warmup + 1 if warmup < m * vp else warmup)
-        assert [op.chunk for op in program if op.forward][:group] == [0] * group
+        forwards = [(op.micro_batch, op.chunk) for op in program if op.forward]
+        assert forwards[:group] == [(b, 0) for b in range(group)]
+        rest = m % group  # the last group runs its micro-batches through every chunk in turn
+        if rest:
+            tail = forwards[len(forwards) - rest * vp:]
+            assert tail == [(m - rest + b, c) for c in range(vp) for b in range(rest)]
         fwd, mb, chunk = stage_program_arrays(s, pp, vp, m, group)
         assert fwd.tolist() == [op.forward for op in program]
         assert mb.tolist() == [op.micro_batch for op in program]
@@ -78,9 +85,18 @@ def test_larger_groups_keep_the_bubble_and_hold_more_forwards() -> None:
     assert np.isclose(acts[1] / acts[0], 15 / 11, rtol=1e-9)
 
 
+def test_a_last_group_of_at_least_pp_runs() -> None:
+    """10 micro-batches in groups of 6: a last group of 4 (Megatron-Core accepts a remainder
+    of at least pp), feasible, with a smaller bubble than 1F1B's."""
+    grouped = _run(ParallelSpec(pp=4, vp=2, global_batch=10, microbatch_group=6))
+    assert grouped.feasible[0]
+    assert grouped.bubble_s[0] < _run(ParallelSpec(pp=4, global_batch=10)).bubble_s[0]
+
+
 @pytest.mark.parametrize(("group", "batch", "words"), [
     (2, 8, "integer >= pp=4"),
-    (8, 12, "must divide the micro-batches per replica (12)"),
+    (8, 10, "last group of 0 or at least pp=4 (10 mod 8 = 2)"),
+    (16, 12, "at most the micro-batches per replica (12)"),
 ])
 def test_bad_groups_name_the_key(group: int, batch: int, words: str) -> None:
     with pytest.raises(InputError) as err:
