@@ -158,6 +158,8 @@ class ParallelSpec:
         require(isinstance(group, int) and not isinstance(group, bool)
                 and (group == 0 or group >= self.pp), p + "microbatch_group", group,
                 f"must be 0 (= pp) or an integer >= pp={self.pp}")
+        require(group == 0 or self.vp > 1, p + "microbatch_group", group,
+                "groups micro-batches of an interleaved schedule: needs vp > 1")
         check_layer_split(self.layer_split, self.first_stage_layers, self.last_stage_layers)
         require(self.work_split in WORK_SPLITS, p + "work_split", self.work_split,
                 f"must be one of {', '.join(WORK_SPLITS)}")

@@ -164,9 +164,13 @@ class ModelSpec:
     def active_params(self) -> int:
         """Weights one token passes through: :meth:`num_params` with only ``top_k`` routed
         experts per layer (what MoE model cards call "activated parameters")."""
+        embeddings = 2 * self.vocab_size * self.hidden_size
+        return self.num_layers * self._active_layer_params() + embeddings
+
+    def _active_layer_params(self) -> int:
+        """Weights of one block a token passes through: dense part, ``top_k`` experts, router."""
         routed = self.top_k * self.expert_params if self.is_moe else 0
-        per_layer = self.dense_params + routed + self._router_params()
-        return self.num_layers * per_layer + 2 * self.vocab_size * self.hidden_size
+        return self.dense_params + routed + self._router_params()
 
     def _router_params(self) -> int:
         return self.hidden_size * self.num_experts if self.is_moe else 0
@@ -191,9 +195,7 @@ class ModelSpec:
     def _layer_forward_flops(self) -> float:
         """Forward FLOPs of one transformer layer for one sample (module docstring)."""
         s, h = self.seq_len, self.hidden_size
-        routed = self.top_k * self.expert_params if self.is_moe else 0
-        active = self.dense_params + routed + self._router_params()
-        return 2.0 * active * s + 4.0 * s * s * h
+        return 2.0 * self._active_layer_params() * s + 4.0 * s * s * h
 
     def _output_forward_flops(self) -> float:
         return 2.0 * self.seq_len * self.hidden_size * self.vocab_size

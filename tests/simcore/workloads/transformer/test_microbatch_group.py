@@ -102,3 +102,9 @@ def test_bad_groups_name_the_key(group: int, batch: int, words: str) -> None:
     with pytest.raises(InputError) as err:
         ParallelSpec(pp=4, vp=2, global_batch=batch, microbatch_group=group).resolve(4)
     assert err.value.key == "parallel.microbatch_group" and words in str(err.value)
+
+
+def test_a_group_without_interleaving_is_refused_not_ignored() -> None:
+    with pytest.raises(InputError) as err:
+        ParallelSpec(pp=4, global_batch=8, microbatch_group=8)
+    assert err.value.key == "parallel.microbatch_group" and "vp > 1" in str(err.value)

@@ -24,8 +24,9 @@ QWEN_MOE = build_model({"workload": yaml.safe_load(PRESET.read_text())})
 
 
 def test_parameter_counts_match_the_published_total_and_activated() -> None:
-    """The model card's 14.3B parameters in total and 2.7B activated per token (norms, QKV
-    biases and the shared-expert gate, a few million, are not modelled)."""
+    """The model card's 14.3B parameters in total and 2.7B activated per token (the Qwen team's
+    release, recalled: not in reference/; norms, QKV biases and the shared-expert gate, a few
+    million, are not modelled)."""
     assert QWEN_MOE.num_params() / 1e9 == pytest.approx(14.3, rel=0.01)
     assert QWEN_MOE.active_params() / 1e9 == pytest.approx(2.7, rel=0.01)
     without = replace(QWEN_MOE, shared_ffn_hidden_size=0)
