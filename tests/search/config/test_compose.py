@@ -77,3 +77,21 @@ def test_a_value_of_the_wrong_type_fails_validation_as_a_composed_one_does():
     _same(derived, compose(["parallel.tp=abc"], CONF))
     with pytest.raises(InputError, match="parallel.tp"):
         validate_config(derived)
+
+
+def test_every_plan_field_can_be_set_from_the_command_line():
+    """``parallel.<field>=value`` must override a key of the composed config: a field missing
+    from ``conf/parallel/default.yaml`` needs Hydra's ``+`` (``Could not override``), which no
+    user guesses. The software-stack fields come from the ``stack`` group instead."""
+    from dataclasses import fields
+
+    from search.config.build import build_parallel
+    from simcore.specs.parallel import ParallelSpec
+
+    stack_set = {"grad_accumulation_fusion", "bf16_optimizer"}
+    cfg = compose(["parallel.pp=4", "parallel.vp=2", "parallel.microbatch_group=6"])
+    keys = set(cfg.parallel)
+    missing = {f.name for f in fields(ParallelSpec)} - stack_set - keys
+    assert not missing, missing
+    assert stack_set <= set(cfg.stack)
+    assert build_parallel(cfg).microbatch_group == 6
