@@ -1,10 +1,12 @@
-"""Benchmark of TP overlap and CP rings as closed-form blocks against the graph of pieces.
+"""Benchmark of TP overlap, CP rings and chunked all-to-alls as closed-form blocks against the
+graph of pieces.
 
 ``parallel.overlap_blocks`` (``simcore/ir/blocks.py``) costs each run of TP-overlapped steps
 and each context-parallel ring as one op whose duration is its pieces' makespan; the default
 builds every piece. For plans of GPT-3 175B on 1,024 A100s (tp 8, pp 8, SP, selective
 recompute, ZeRO-1, global batch 1,536) with TP overlap, CP 2 or both, and with TP overlap for
-MT-NLG 530B at pp 35 and a 1T model (128 layers, h 25,600, 160 heads) at pp 64, in this process:
+MT-NLG 530B at pp 35 and a 1T model (128 layers, h 25,600, 160 heads) at pp 64, and Mixtral
+8x7B on 256 GPUs (tp 2, pp 4, ep 8) with its all-to-all in 4 chunks, in this process:
 - cold: CPU seconds of one new plan (graph, compile, one point), pieces and blocks, with the
   compiled-structure cache cleared;
 - warm (GPT-3 plans only): points per CPU second on hardware batches (scale-out bandwidths),
@@ -27,7 +29,15 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from _bench_util import GPT3, GPT3_TP8_PP8, MTNLG, load_average, print_table, scaleout_variants
+from _bench_util import (
+    GPT3,
+    GPT3_TP8_PP8,
+    MTNLG,
+    load_average,
+    print_table,
+    scaleout_variants,
+    workload,
+)
 
 from simcore.api import _compiled, simulate_batch
 from simcore.specs.parallel import ParallelSpec
@@ -46,6 +56,8 @@ CASES: list[tuple[str, ModelSpec, int, dict[str, Any], bool]] = [
      {"tp": 8, "pp": 35, "global_batch": 1920, "tp_comm_overlap": True}, False),
     ("1T pp 64, TP overlap", GPT_1T, 3072,
      {"tp": 8, "pp": 64, "global_batch": 3072, "tp_comm_overlap": True}, False),
+    ("Mixtral 8x7B ep 8, all-to-all in 4 chunks", workload("mixtral_8x7b"), 256,
+     {"tp": 2, "pp": 4, "ep": 8, "global_batch": 1024, "ep_overlap_chunks": 4}, True),
 ]
 
 

@@ -91,15 +91,17 @@ _OPTIONS = [
 
 
 def _searches_piece_overlap(cfg: Any, dimensions: Mapping[str, Any]) -> bool:
-    """Whether trials may have TP overlap or CP rings costed as pieces: a searched
-    ``parallel.tp_comm_overlap`` or ``parallel.cp``, or either set in the config, with
-    ``parallel.overlap_blocks`` false."""
+    """Whether trials may have TP overlap, CP rings or chunked all-to-alls costed as pieces: a
+    searched ``parallel.tp_comm_overlap``, ``parallel.cp`` or ``parallel.ep_overlap_chunks``,
+    or one set in the config, with ``parallel.overlap_blocks`` false."""
     parallel = cfg.get("parallel") or {}
     if bool(parallel.get("overlap_blocks", False)):
         return False
-    searched = {"parallel.tp_comm_overlap", "parallel.cp"} & set(dimensions)
+    searched = {"parallel.tp_comm_overlap", "parallel.cp",
+                "parallel.ep_overlap_chunks"} & set(dimensions)
     return bool(searched) or bool(parallel.get("tp_comm_overlap", False)) \
-        or int(parallel.get("cp", 1) or 1) > 1
+        or int(parallel.get("cp", 1) or 1) > 1 \
+        or int(parallel.get("ep_overlap_chunks", 1) or 1) > 1
 
 
 def main(argv: list[str]) -> int:
@@ -140,7 +142,7 @@ def main(argv: list[str]) -> int:
               f"({', '.join(setup.space.distributions)}), sampler {cfg.search.sampler}, "
               f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
         if _searches_piece_overlap(cfg, setup.space.distributions):
-            print(overlap_blocks_note("the space searches TP overlap or CP,",
+            print(overlap_blocks_note("the space searches TP overlap, CP or chunked all-to-alls,",
                                       "a new plan ~20-160x slower"), flush=True)
         tracking = opening.result() if opening is not None else None
         outcome = run_search(setup, tracking, release=pool_scope.close)

@@ -54,8 +54,8 @@ def main(argv: list[str]) -> int:
     print(plan.fixed_note(), flush=True)
     slow = plan.piece_overlap_points()
     if slow >= PIECE_NOTE_MIN_POINTS:
-        print(overlap_blocks_note(f"{slow} points are on plans with TP overlap or CP,",
-                                  "~40-1,000x slower per point"), flush=True)
+        print(overlap_blocks_note(f"{slow} points are on plans with TP overlap, CP or chunked "
+                                  "all-to-alls,", "~40-1,000x slower per point"), flush=True)
     try:
         outcome = run_sweep(plan, cfg)
     except KeyboardInterrupt:

@@ -32,8 +32,9 @@ def print_help(prog: str, doc: str, options: Sequence[tuple[str, str]]) -> int:
 
 
 def overlap_blocks_note(what: str, slower: str) -> str:
-    """The note of a sweep or search whose ``what`` (plans with TP overlap or CP) are costed as
-    pieces, ``slower`` than as closed-form blocks (``parallel.overlap_blocks``)."""
+    """The note of a sweep or search whose ``what`` (plans with TP overlap, CP or chunked
+    all-to-alls) are costed as pieces, ``slower`` than as closed-form blocks
+    (``parallel.overlap_blocks``)."""
     return (f"note: {what} costed as pieces ({slower}); parallel.overlap_blocks=true costs "
             "them as closed-form blocks: the same iteration times to ~1e-12 (README, "
             "\"Where it stands\")")

@@ -27,7 +27,8 @@ __all__ = ["ATTENTION_IMPLS", "COARSE_EXPERTS", "FINE_GRAINED_EXPERTS", "FLASH_E
 _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
         "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
         "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers",
-        "microbatch_group", "num_experts", "top_k", "shared_ffn_hidden_size")
+        "microbatch_group", "num_experts", "top_k", "shared_ffn_hidden_size",
+        "ep_overlap_chunks")
 _BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
 _FLOAT = ("dropout",)
 _NAMES = ("gpu", "precision", "recompute", "attention", "stack", "mlp")
@@ -145,8 +146,8 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
                                                  "shared_ffn_hidden_size", "dropout")
                      if (row.get(k) or "").strip()})
     optional = {k: _field(row, k) for k in ("first_stage_layers", "last_stage_layers",
-                                            "microbatch_group")
-                if (row.get(k) or "").strip()}  # uneven split, interleaving group (optional)
+                                            "microbatch_group", "ep_overlap_chunks")
+                if (row.get(k) or "").strip()}  # uneven split, interleaving group, a2a chunks
     parallel = {**{k: _field(row, k) for k in PLAN_KEYS}, **optional,
                 "flash_attention": ATTENTION_IMPLS[impl]}
     return {"workload": workload, "parallel": parallel, "system": system,

@@ -87,7 +87,8 @@ class Combo:
 
 
 def _piece_overlap(combo: Combo) -> bool:
-    """Whether ``combo`` costs TP overlap or CP rings as pieces (calibrated fidelity)."""
+    """Whether ``combo`` costs TP overlap, CP rings or chunked all-to-alls as pieces
+    (calibrated fidelity)."""
     par = combo.parallel
     return (combo.fidelity == "calibrated" and isinstance(par, ParallelSpec)
             and par.pipelined_pieces and not par.overlap_blocks)
@@ -144,7 +145,7 @@ class SweepPlan:
         return text
 
     def piece_overlap_points(self) -> int:
-        """Points on plans whose TP overlap or CP rings are costed as pieces
+        """Points on plans whose TP overlap, CP rings or chunked all-to-alls are costed as pieces
         (``parallel.overlap_blocks`` false, calibrated fidelity): a point there costs
         ~40-1,000x more than as closed-form blocks."""
         slow = np.asarray([_piece_overlap(c) for c in self.combos], dtype=bool)

@@ -6,7 +6,11 @@ stream and one communication stream (:mod:`simcore.workloads.transformer.emitter
   such steps into ``n`` pieces: piece ``j`` of step ``k`` waits for piece ``j`` of step ``k - 1``
   and for the piece before it on its own stream;
 - a context-parallel ring (Liu et al. 2023, ring attention) runs the attention core in ``n``
-  chunks: chunk ``j`` waits for the ``j``-th KV block, received in turn on the cp stream.
+  chunks: chunk ``j`` waits for the ``j``-th KV block, received in turn on the cp stream;
+- a MoE layer's all-to-all pipelined with its experts (FasterMoE, He et al. PPoPP 2022; Tutel,
+  Hwang et al. MLSys 2023 [R]) splits the tokens into ``n`` chunks: dispatch, experts and
+  combine of chunk ``j`` follow each other, each a collective or GEMM of the chunk's own size
+  (not a fraction of the whole), the pieces ordered as TP overlap's.
 As a graph every piece heads its own chain, and a hardware sweep walks all of them for every
 point (GPT-3 175B, tp 8, pp 8 with TP overlap: ~1 million chains, against ~5,700 without).
 
@@ -76,10 +80,13 @@ class PipelinedBlock:
 
     @classmethod
     def pipelined_steps(cls, exposed_template: int, steps: tuple[tuple[bool, int], ...],
-                        n: int) -> PipelinedBlock:
+                        n: int, fraction: float | None = None) -> PipelinedBlock:
         """Steps (on the compute stream, template) each cut into ``n`` pieces, piece ``j`` of
-        a step waiting for piece ``j`` of the step before (TP communication overlap)."""
-        pieces = [Piece(on, t, 1.0 / n, (n * (k - 1) + j,) if k else ())
+        a step waiting for piece ``j`` of the step before (TP communication overlap). A piece
+        is ``fraction`` of its step's template: ``1 / n`` (None) when the template is the whole
+        step, 1 when it is one chunk's (a chunked all-to-all)."""
+        share = 1.0 / n if fraction is None else fraction
+        pieces = [Piece(on, t, share, (n * (k - 1) + j,) if k else ())
                   for k, (on, t) in enumerate(steps) for j in range(n)]
         return cls(exposed_template, tuple(pieces))
 

@@ -49,13 +49,16 @@ class StreamKind(IntEnum):
     EMB = 5  #: the tied-embedding all-reduce of the first and last stage
     LINK = 6  #: pipeline sends from ``stage`` to ``peer``
     COMM = 7  #: one merged communication stream (ASTRA-sim's one op in flight per NPU)
+    EP = 8  #: expert-parallel all-to-all pipelined with the experts' GEMMs
 
 
 _LABEL = {StreamKind.COMPUTE: "compute", StreamKind.TP: "tp", StreamKind.CP: "cp",
-          StreamKind.DP: "dp", StreamKind.EMB: "emb", StreamKind.COMM: "comm"}
+          StreamKind.DP: "dp", StreamKind.EMB: "emb", StreamKind.COMM: "comm",
+          StreamKind.EP: "ep"}
 
 _COMM_OF = {StreamKind.TP: CommKind.TP, StreamKind.CP: CommKind.CP, StreamKind.DP: CommKind.DP,
-            StreamKind.EMB: CommKind.DP, StreamKind.LINK: CommKind.PP}
+            StreamKind.EMB: CommKind.DP, StreamKind.LINK: CommKind.PP,
+            StreamKind.EP: CommKind.EP}
 
 
 class Stream(NamedTuple):

@@ -58,9 +58,16 @@ class ParallelSpec:
             layer's forward and backward, every micro-batch).
         dp_overlap: overlap gradient reduction (and ZeRO-3 gathers) with compute.
         tp_comm_overlap: overlap TP collectives with the neighbouring GEMMs (chunked).
+        ep_overlap_chunks: with ``ep > 1``, the token chunks a MoE layer's all-to-all is
+            pipelined in with the experts' GEMMs (FasterMoE's and Tutel's pipelining degree):
+            chunk j's experts run while chunk j + 1 is dispatched and chunk j - 1 combined, on
+            the stage's ep stream; each chunk is a collective and a GEMM of its own size (their
+            latency and efficiency per chunk), so more chunks hide more but cost more. 1 = the
+            all-to-all blocks the compute stream (Megatron-LM's alltoall dispatcher).
         overlap_blocks: model each group of pieces pipelined across two streams, every run
-            of TP-overlapped steps (with ``tp_comm_overlap``) and every context-parallel ring
-            (``cp`` > 1), as one block whose duration is the pieces' makespan in closed form
+            of TP-overlapped steps (with ``tp_comm_overlap``), every context-parallel ring
+            (``cp`` > 1) and every chunked all-to-all (``ep_overlap_chunks`` > 1), as one
+            block whose duration is the pieces' makespan in closed form
             (:mod:`simcore.ir.blocks`) instead of a graph of pieces: the same iteration times
             up to rounding, a graph up to ~200x smaller (GPT-3 175B: hardware sweeps 40-1,000x
             and new plans 17-160x faster); no Chakra export of the pieces, calibrated fidelity
@@ -118,6 +125,7 @@ class ParallelSpec:
     zero_stage: int = 0
     dp_overlap: bool = True
     tp_comm_overlap: bool = False
+    ep_overlap_chunks: int = 1
     overlap_blocks: bool = False
     precision: str = "bf16"
     flash_attention: bool = True
@@ -132,7 +140,8 @@ class ParallelSpec:
 
     def __post_init__(self) -> None:
         p = "parallel."
-        for key in ("tp", "pp", "cp", "ep", "vp", "micro_batch", "global_batch"):
+        for key in ("tp", "pp", "cp", "ep", "vp", "micro_batch", "global_batch",
+                    "ep_overlap_chunks"):
             _positive_int(getattr(self, key), p + key)
         for key in ("dp", "first_stage_layers", "last_stage_layers"):
             if getattr(self, key) is not None:
@@ -160,6 +169,8 @@ class ParallelSpec:
                 f"must be 0 (= pp) or an integer >= pp={self.pp}")
         require(group == 0 or self.vp > 1, p + "microbatch_group", group,
                 "groups micro-batches of an interleaved schedule: needs vp > 1")
+        require(self.ep_overlap_chunks == 1 or self.ep > 1, p + "ep_overlap_chunks",
+                self.ep_overlap_chunks, "pipelines the expert-parallel all-to-all: needs ep > 1")
         check_layer_split(self.layer_split, self.first_stage_layers, self.last_stage_layers)
         require(self.work_split in WORK_SPLITS, p + "work_split", self.work_split,
                 f"must be one of {', '.join(WORK_SPLITS)}")
@@ -192,9 +203,9 @@ class ParallelSpec:
     @property
     def pipelined_pieces(self) -> bool:
         """Whether the plan pipelines pieces across two streams (TP communication overlap, a
-        context-parallel ring): a graph of pieces, or closed-form blocks with
-        ``overlap_blocks``."""
-        return self.tp_comm_overlap or self.cp > 1
+        context-parallel ring, a chunked all-to-all): a graph of pieces, or closed-form blocks
+        with ``overlap_blocks``."""
+        return self.tp_comm_overlap or self.cp > 1 or self.ep_overlap_chunks > 1
 
     @property
     def model_parallel(self) -> int:

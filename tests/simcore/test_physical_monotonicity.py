@@ -5,9 +5,9 @@ A co-design search reads the simulator as a function of the hardware: a point wh
 scale-out bandwidth, HBM bandwidth or FLOP/s (or less link latency) gave a slower iteration
 would steer it wrong (an algorithm choice or an overlap rule with a step in it). Checked on
 plans that exercise each mechanism (SP, interleaving, CP rings, ZeRO 0-3 with and without DP
-overlap, TP overlap as pieces and as blocks, MoE all-to-all), with both fidelities and with
-explicit collective algorithms; then recompute (none <= selective <= full) and the global
-batch (more micro-batches, more time).
+overlap, TP overlap as pieces and as blocks, MoE all-to-all blocking and in chunks), with both
+fidelities and with explicit collective algorithms; then recompute (none <= selective <= full)
+and the global batch (more micro-batches, more time).
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ CASES: list[tuple[ModelSpec, int, dict[str, Any], str, CollectiveSpec]] = [
      "calibrated", CollectiveSpec()),
     (MOE, 64, {"tp": 1, "pp": 4, "vp": 2, "ep": 2, "recompute": "selective"}, "calibrated",
      IN_NETWORK),
+    (MOE, 32, {"tp": 2, "pp": 2, "ep": 4, "ep_overlap_chunks": 3}, "calibrated",
+     CollectiveSpec()),
+    (MOE, 32, {"tp": 2, "pp": 2, "ep": 4, "ep_overlap_chunks": 4, "overlap_blocks": True},
+     "calibrated", CollectiveSpec()),
     (DENSE, 64, {"tp": 4, "pp": 2, "zero_stage": 1}, "calibrated", RING),
     (DENSE, 32, {"tp": 2, "pp": 2, "zero_stage": 2}, "astra", HALVING),
     (MOE, 32, {"tp": 2, "pp": 2, "ep": 2, "dp_overlap": False}, "astra", RING),

@@ -3,9 +3,12 @@
 An :class:`Emitter` adds the nodes of one representative GPU to a :class:`GraphBuilder`: compute
 and blocking collectives on the stage's in-order compute stream, overlapped TP collectives on its
 tp stream (Megatron-LM's TP communication overlap: compute and collectives cut into
-``TP_OVERLAP_CHUNKS`` pieces, piece j waiting for piece j of the step before), and the
+``TP_OVERLAP_CHUNKS`` pieces, piece j waiting for piece j of the step before), the
 context-parallel ring of KV blocks on its cp stream, each attention chunk waiting for the block
-it needs (ring attention; Liu et al. 2023, as Megatron-Core's context parallelism).
+it needs (ring attention; Liu et al. 2023, as Megatron-Core's context parallelism), and a MoE
+layer's chunked all-to-all on its ep stream (``parallel.ep_overlap_chunks``: chunk j's dispatch,
+experts and combine in turn, pieces ordered as TP overlap's; FasterMoE, He et al. PPoPP 2022;
+Tutel, Hwang et al. MLSys 2023 [R]).
 :func:`close_overlap_blocks` rewrites a layer's steps so that each such group of pieces is one
 closed-form block instead (``parallel.overlap_blocks``, :mod:`simcore.ir.blocks`).
 """
@@ -34,6 +37,7 @@ class Emitter:
         self.compute = Stream.compute(stage)
         self.tp = Stream(StreamKind.TP, stage)
         self.cp = Stream(StreamKind.CP, stage)
+        self.ep = Stream(StreamKind.EP, stage)
         self.last: int | None = None  # last node on the compute stream
         self.marks: list[int | None] = []  # last compute node at each layer boundary
 
@@ -64,6 +68,9 @@ class Emitter:
                 continue
             pending += pieces
             pieces = []
+            if step[0] == "moe":  # the step after it waits for every combine piece
+                pending = self._chunked_moe(step, pending)
+                continue
             if step[0] == "attn":
                 self._attention(step[1], step[2], step[3], pending)
             else:
@@ -75,17 +82,32 @@ class Emitter:
     def _pieces(self, kind: str, tmpl: int, prev: list[int], pending: list[int]) -> list[int]:
         """``TP_OVERLAP_CHUNKS`` pieces of a compute step or a TP collective."""
         n = TP_OVERLAP_CHUNKS
-        piece = self.ops.scaled(tmpl, 1.0 / n, f"/{n}")
+        return self._cut(kind == "c", self.ops.scaled(tmpl, 1.0 / n, f"/{n}"), n, prev, pending,
+                         self.tp, "tp_chunk")
+
+    def _cut(self, on_compute: bool, piece: int, n: int, prev: list[int], pending: list[int],
+             stream: Stream, name: str) -> list[int]:
+        """``n`` pieces ``piece`` of one step, piece j waiting for ``prev[j]`` (the step before,
+        when cut) and the first for ``pending``; on ``stream`` (named ``name``) unless
+        ``on_compute``. Communication pieces of a first step wait for the last compute op."""
         out = []
         for j in range(n):
             deps = ([prev[j]] if prev else []) + (pending if j == 0 else [])
-            if kind == "c":
+            if on_compute:
                 out.append(self.comp(piece, deps))
             else:
                 if not prev and self.last is not None:
                     deps.append(self.last)
-                out.append(self.node(piece, self.tp, deps, "tp_chunk"))
+                out.append(self.node(piece, stream, deps, name))
         return out
+
+    def _chunked_moe(self, step: Step, pending: list[int]) -> list[int]:
+        """Dispatch, experts and combine of ``n`` token chunks (a ``("moe", a2a, experts, a2a,
+        n)`` step), each piece one chunk's template; returns the combine pieces."""
+        _, dispatch, experts, combine, n = step
+        sent = self._cut(False, dispatch, n, [], pending, self.ep, "ep_chunk")
+        done = self._cut(True, experts, n, sent, [], self.ep, "")
+        return self._cut(False, combine, n, done, [], self.ep, "ep_chunk")
 
     def _attention(self, core: int, kv: int, n: int, pending: list[int]) -> None:
         if n == 1:
@@ -105,7 +127,8 @@ class Emitter:
 def close_overlap_blocks(lo: LayerOps, ops: OpTable, tp_runs: bool
                          ) -> tuple[LayerOps, tuple[PipelinedBlock, ...]]:
     """``lo`` with its pieces replaced by closed-form blocks (:mod:`simcore.ir.blocks`): every
-    context-parallel ring (an ``attn`` step of ``n > 1`` chunks) and, with ``tp_runs``, every
+    context-parallel ring (an ``attn`` step of ``n > 1`` chunks), every chunked all-to-all (a
+    ``moe`` step) and, with ``tp_runs``, every
     run of steps that :meth:`Emitter.steps` cuts into pieces for TP overlap (compute steps and
     TP collectives). A block becomes a compute step of its work (the GEMMs, the whole attention
     core) and a collective step of its exposed time; emitted without ``overlap_tp``, the steps
@@ -124,6 +147,8 @@ def close_overlap_blocks(lo: LayerOps, ops: OpTable, tp_runs: bool
                 run = []
             if step[0] == "attn" and step[3] > 1:
                 out += _closed_ring(step, ops, blocks)
+            elif step[0] == "moe":
+                out += _closed_moe(step, ops, blocks)
             elif step[0] != "end":
                 out.append(step)
         return tuple(out)
@@ -162,3 +187,15 @@ def _closed_ring(step: Step, ops: OpTable, blocks: dict[int, PipelinedBlock]) ->
     exposed = ops.template(name, [], ops.template_kind[kv])
     blocks.setdefault(exposed, PipelinedBlock.ring(exposed, core, kv, int(n)))
     return [("c", core), ("cp", exposed)]
+
+
+def _closed_moe(step: Step, ops: OpTable, blocks: dict[int, PipelinedBlock]) -> list[Step]:
+    """The experts of every chunk and the exposed-EP step of one chunked all-to-all
+    (:meth:`Emitter._chunked_moe`)."""
+    _, dispatch, experts, combine, n = step
+    name = (f"ep_chunks_exposed[{ops.template_names[dispatch]}#{dispatch},"
+            f"{ops.template_names[experts]}#{experts},{ops.template_names[combine]}#{combine},{n}]")
+    exposed = ops.template(name, [], ops.template_kind[dispatch])
+    steps = ((False, int(dispatch)), (True, int(experts)), (False, int(combine)))
+    blocks.setdefault(exposed, PipelinedBlock.pipelined_steps(exposed, steps, int(n), 1.0))
+    return [("c", ops.scaled(experts, float(n), f"x{n}")), ("ep", exposed)]

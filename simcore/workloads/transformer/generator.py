@@ -10,7 +10,9 @@ Point-to-point pipeline sends are nodes on a per-direction link stream between t
 
 Streams per stage ``s`` (in-order, as CUDA streams): ``s.compute`` (kernels and blocking
 collectives: TP without overlap, EP all-to-all), ``s.tp`` (chunked TP collectives when
-``tp_comm_overlap``), ``s.cp`` (ring KV exchange), ``s.dp`` (gradient reduction, ZeRO gathers),
+``tp_comm_overlap``), ``s.cp`` (ring KV exchange), ``s.ep`` (a MoE layer's all-to-all in token
+chunks pipelined with its experts, ``ep_overlap_chunks``), ``s.dp`` (gradient reduction, ZeRO
+gathers),
 ``pp{a}>{b}`` (activations/gradients from stage a to b).
 
 Data parallelism and ZeRO (Rajbhandari et al. 2020; see :class:`ParallelSpec`): gradients of
@@ -944,10 +946,10 @@ class _RunGenerator(_Generator):
 
 def _unit_of(rb: RunBuilder, steps: tuple[Step, ...], overlap_tp: bool) -> int | None:
     """The run unit of ``steps`` when :meth:`Emitter.steps` emits them as plain ops on the
-    compute stream (no TP overlap pieces, no CP ring), else None."""
+    compute stream (no TP overlap pieces, no CP ring, no chunked all-to-all), else None."""
     tmpls = []
     for step in steps:
-        if overlap_tp and step[0] in ("tp", "c"):
+        if (overlap_tp and step[0] in ("tp", "c")) or step[0] == "moe":
             return None
         if step[0] == "attn":
             if step[3] != 1:

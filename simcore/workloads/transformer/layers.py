@@ -18,7 +18,9 @@ Backward = 2x the forward GEMMs (data and weight gradients) and memory-bound pas
 fused flash-attention core (FlashAttention-2 backward); ``parallel.flash_attention = false``
 emits Megatron's unfused core (batched GEMMs, softmax and dropout over ``b a/t s^2`` scores). A layer is a list of *steps*: ``("c", tmpl)`` compute,
 ``("tp", tmpl)`` / ``("ep", tmpl)`` a collective, ``("attn", chunk_tmpl, kv_tmpl, n)`` the
-attention core in ``n`` CP chunks.
+attention core in ``n`` CP chunks, ``("moe", a2a_tmpl, experts_tmpl, a2a_tmpl, n)`` the
+dispatch, experts and combine of one of ``n`` token chunks pipelined across the compute and ep
+streams (``parallel.ep_overlap_chunks``; the residual pass after the combine is its own step).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ _BWD_GEMM = 2.0
 _BWD_ATTN = 2.5
 _KIND = {k.name.lower(): int(k) for k in CommKind}  # group name -> template kind
 
-Step = tuple  # ("c", t) | ("tp", t) | ("ep", t) | ("attn", t_chunk, t_kv, n)
+Step = tuple  # ("c", t) | ("tp", t) | ("ep", t) | ("attn", t_chunk, t_kv, n) | ("moe", ...)
 
 
 @dataclass(frozen=True)
@@ -152,10 +154,19 @@ class _Builder:
                    (self.gemm(h, f / t, routed), 1.0), (self.mem(3 * h), 1.0)]
         steps: list[Step] = [("c", self.ops.template(
             f"moe_router_{tag}", [(k, w * scale) for k, w in router]))]
-        a2a = None
-        if p.ep > 1:
-            size = routed * h * ACT_BYTES / (t if self.sp else 1)
-            a2a = self.coll("ep_alltoall", CommType.ALL_TO_ALL, size, "ep")
+        size = routed * h * ACT_BYTES / (t if self.sp else 1)  # the tokens sent to experts
+        n = p.ep_overlap_chunks
+        if p.ep > 1 and n > 1:  # one chunk's all-to-all and experts, pipelined n times
+            chunk_a2a = self.coll(f"ep_alltoall/{n}", CommType.ALL_TO_ALL, size / n, "ep")
+            chunk = [(self.gemm(up, h, routed / n), 1.0), (self.mem(act_elems, routed / n), 1.0),
+                     (self.gemm(h, f / t, routed / n), 1.0)]
+            steps.append(("moe", chunk_a2a, self.ops.template(
+                f"moe_experts_{tag}/{n}", [(k, w * scale) for k, w in chunk]), chunk_a2a, n))
+            steps.append(("c", self.ops.template(f"moe_residual_{tag}",
+                                                 [(self.mem(3 * h), scale)])))
+            return steps
+        a2a = self.coll("ep_alltoall", CommType.ALL_TO_ALL, size, "ep") if p.ep > 1 else None
+        if a2a is not None:
             steps.append(("ep", a2a))
         steps.append(("c", self.ops.template(
             f"moe_experts_{tag}", [(k, w * scale) for k, w in experts])))

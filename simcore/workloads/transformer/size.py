@@ -4,10 +4,10 @@ Counts what :mod:`simcore.workloads.transformer.generator` emits (one representa
 pipeline stage; the other ranks of a stage run the same program and add no nodes): per
 micro-batch and layer, the forward, recompute and backward steps (a step cut into
 ``TP_OVERLAP_CHUNKS`` pieces with TP overlap, a ring-attention step into ``2n - 1`` nodes, a
-``sync`` after cut steps; with ``overlap_blocks`` two plain ops per run of cut steps or ring);
-per layer the gradient reductions and parameter gathers of the ZeRO
-stage; per pass the embedding or output layer and the pipeline send; per stage the embedding
-reductions and the optimizer step. The builder condenses a pass's layers into one run when their
+chunked all-to-all into ``3n``, a ``sync`` after cut steps; with ``overlap_blocks`` two plain
+ops per run of cut steps or ring); per layer the gradient reductions and parameter gathers of
+the ZeRO stage; per pass the embedding or output layer and the pipeline send; per stage the
+embedding reductions and the optimizer step. The builder condenses a pass's layers into one run when their
 steps are plain ops (:mod:`simcore.ir.runs`): such a run costs one entry, not one per node, and
 the graph's nodes are only built when something reads them (the exact count is then known:
 ``Condensed.chains.num_nodes``). The counts are upper bounds, exact up to the ends of the model
@@ -37,15 +37,19 @@ def _step_nodes(steps: Sequence[Step], overlap_tp: bool) -> int:
             cut = True
             continue
         cut = False
+        if step[0] == "moe":  # dispatch, experts and combine of every chunk
+            count += 3 * int(step[4])
+            continue
         n = int(step[3]) if step[0] == "attn" else 1
         count += 2 * n - 1
     return count + (1 if cut else 0)
 
 
 def _condensable(steps: Sequence[Step], overlap_tp: bool) -> bool:
-    """Whether the builder emits ``steps`` as one run (no TP-overlap pieces, no CP ring)."""
+    """Whether the builder emits ``steps`` as one run (no TP-overlap pieces, no CP ring, no
+    chunked all-to-all)."""
     return not any((overlap_tp and st[0] in ("tp", "c")) or (st[0] == "attn" and st[3] != 1)
-                   for st in steps)
+                   or st[0] == "moe" for st in steps)
 
 
 def transformer_graph_nodes(model: ModelSpec, parallel: ParallelSpec, gpus_per_node: int,

@@ -93,3 +93,14 @@ def test_a_shared_expert_column_reaches_the_model_and_adds_its_work():
     assert float(shared["peak_memory_gib"]) > float(routed["peak_memory_gib"])
     bad = predict({**row, "shared_ffn_hidden_size": "wide"})
     assert bad["status"] == "error" and "shared_ffn_hidden_size" in bad["error"]
+
+
+def test_an_ep_overlap_chunks_column_pipelines_the_all_to_all():
+    row = {**ROW, "num_experts": "8", "top_k": "2", "scaleout_gbps_per_gpu": "100"}
+    _, parallel, _ = build_case({**row, "ep_overlap_chunks": "4"})
+    assert parallel.ep_overlap_chunks == 4
+    blocking, chunked = predict(row), predict({**row, "ep_overlap_chunks": "4"})
+    assert blocking["status"] == chunked["status"] == "ok", (blocking["error"], chunked["error"])
+    assert float(chunked["iter_time_s"]) < float(blocking["iter_time_s"])
+    bad = predict({**row, "ep": "1", "dp": "32", "ep_overlap_chunks": "4"})
+    assert bad["status"] != "ok" and "ep_overlap_chunks" in bad["error"]

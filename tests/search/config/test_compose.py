@@ -89,9 +89,11 @@ def test_every_plan_field_can_be_set_from_the_command_line():
     from simcore.specs.parallel import ParallelSpec
 
     stack_set = {"grad_accumulation_fusion", "bf16_optimizer"}
-    cfg = compose(["parallel.pp=4", "parallel.vp=2", "parallel.microbatch_group=6"])
+    cfg = compose(["parallel.pp=4", "parallel.vp=2", "parallel.microbatch_group=6",
+                   "parallel.ep=2", "parallel.ep_overlap_chunks=2"])
     keys = set(cfg.parallel)
     missing = {f.name for f in fields(ParallelSpec)} - stack_set - keys
     assert not missing, missing
     assert stack_set <= set(cfg.stack)
-    assert build_parallel(cfg).microbatch_group == 6
+    plan = build_parallel(cfg)
+    assert (plan.microbatch_group, plan.ep_overlap_chunks) == (6, 2)

@@ -2,7 +2,8 @@
 
 ``build_transformer`` emits chains of runs (:mod:`simcore.ir.runs`); ``build_transformer_nodes``
 is the original generator, one node per op, compiled by ``compile_plan``. For many plans
-(interleaved, SP, CP, MoE/EP, ZeRO 0-3, recompute, uneven splits, TP overlap, no DP overlap)
+(interleaved, SP, CP, MoE/EP, ZeRO 0-3, recompute, uneven splits, TP overlap, chunked
+all-to-all, no DP overlap)
 the compiled arrays and the evaluated metrics must be bit-identical, with both fidelities.
 """
 
@@ -110,6 +111,16 @@ PLANS = [
     (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=3, global_batch=48, microbatch_group=6,
                              zero_stage=2)),
     (DENSE, 32, ParallelSpec(tp=2, pp=4, vp=2, global_batch=40, microbatch_group=6)),  # 6 + 4
+    # the all-to-all pipelined with the experts in token chunks on the ep stream: alone, beside
+    # TP overlap pieces, with ZeRO-3's replayed passes and interleaving, with a CP ring
+    (MOE, 32, ParallelSpec(tp=2, pp=2, ep=4, global_batch=16, ep_overlap_chunks=4,
+                           sequence_parallel=True, zero_stage=1)),
+    (MOE, 32, ParallelSpec(tp=2, pp=2, ep=4, global_batch=16, ep_overlap_chunks=2,
+                           sequence_parallel=True, tp_comm_overlap=True)),
+    (MOE, 32, ParallelSpec(tp=1, pp=4, vp=2, ep=2, global_batch=32, ep_overlap_chunks=3,
+                           zero_stage=3, recompute="full")),
+    (MOE, 64, ParallelSpec(tp=2, cp=2, pp=2, ep=4, global_batch=16, ep_overlap_chunks=2,
+                           recompute="selective", dp_overlap=False)),
 ]
 
 
@@ -220,13 +231,15 @@ def test_stage_program_arrays_is_the_program(pp: int, vp: int) -> None:
 @pytest.mark.parametrize(("model", "gpus", "plan"), PLANS, ids=[f"p{i}" for i in range(len(PLANS))])
 def test_plans_without_zero3_tp_overlap_or_cp_are_one_batch(model: ModelSpec, gpus: int,
                                                             plan: ParallelSpec) -> None:
-    """The whole-plan batch is taken exactly where it applies (not silently skipped)."""
+    """The whole-plan batch is taken exactly where it applies (not silently skipped): not for
+    ZeRO-3, TP overlap, CP or chunked all-to-all pieces."""
     system = SystemSpec(num_gpus=gpus)
     par, reason = check_structure(model, plan, system)
     assert par is not None, reason
     gen = _RunGenerator(model, par, system.gpus_per_node)
     gen.emit_plan()
-    per_stage = par.zero_stage == 3 or par.tp_comm_overlap or par.cp > 1
+    per_stage = (par.zero_stage == 3 or par.tp_comm_overlap or par.cp > 1
+                 or par.ep_overlap_chunks > 1)
     assert gen.path == ("per-stage" if per_stage else "batched")
 
 

@@ -48,6 +48,25 @@ def test_node_estimate_bounds_the_built_graph_tightly(model: ModelSpec, plan: Pa
     assert transformer_graph_nodes(model, par, 4) <= est  # runs never count more than nodes
 
 
+@pytest.mark.parametrize("plan", [replace(BASE, ep=2, ep_overlap_chunks=2),
+                                  replace(BASE, ep=2, ep_overlap_chunks=5, zero_stage=3),
+                                  replace(BASE, ep=2, ep_overlap_chunks=3, tp_comm_overlap=True)],
+                         ids=["chunks2", "chunks5-zero3", "chunks3-tp-overlap"])
+def test_node_estimate_counts_the_chunks_of_a_pipelined_all_to_all(plan: ParallelSpec) -> None:
+    par, reason = check_structure(MOE, plan, _system())
+    assert par is not None, reason
+    nodes = build_transformer(MOE, par, 4).condensed.chains.num_nodes  # type: ignore[union-attr]
+    est = transformer_graph_nodes(MOE, par, 4, condensed=False)
+    assert nodes <= est <= 1.3 * nodes + 32, (nodes, est)
+    blocking = build_transformer(MOE, replace(par, ep_overlap_chunks=1), 4)
+    # all-to-all, experts, all-to-all become 3 x chunks pieces and the residual step, per MoE
+    # layer and pass (with TP overlap: experts and residual both cut into 4 pieces)
+    per_layer_pass = 3 * plan.ep_overlap_chunks + 1 - 3
+    passes = 2 + (1 if par.recompute == "full" else 0)
+    extra = MOE.num_layers * par.num_micro_batches * passes * per_layer_pass
+    assert nodes - blocking.condensed.chains.num_nodes == extra  # type: ignore[union-attr]
+
+
 def test_condensed_layers_pass_where_node_by_node_emission_is_refused() -> None:
     """10^4 micro-batches x 2000 layers: plain layers are one run per pass (cheap, allowed);
     under ZeRO-3 every layer's gathers are nodes of their own (about 10^8: refused)."""
