@@ -97,3 +97,32 @@ def test_every_plan_field_can_be_set_from_the_command_line():
     assert stack_set <= set(cfg.stack)
     plan = build_parallel(cfg)
     assert (plan.microbatch_group, plan.ep_overlap_chunks) == (6, 2)
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "workload").glob("*.yaml")))
+def test_every_model_field_of_a_workload_preset_can_be_set_from_the_command_line(preset):
+    """As the plan's fields: ``workload.<field>=value`` on any preset, e.g.
+    ``workload.dropout=0`` on gpt_1b, must not need Hydra's ``+``."""
+    from dataclasses import fields
+
+    from simcore.workloads import get_family
+
+    cfg = compose([f"workload={preset}"])
+    spec = get_family(str(cfg.workload.get("family", "transformer"))).spec_type
+    missing = {f.name for f in fields(spec)} - set(cfg.workload)
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "system").glob("*.yaml")))
+def test_every_accelerator_topology_and_calibration_field_can_be_set(preset):
+    """``system.accelerator.<field>`` (e.g. a what-if NVFP4 peak on an H100), ``system.scaleup.*``,
+    ``system.scaleout.*`` and ``system.calibration.*`` on every cluster preset."""
+    from dataclasses import fields
+
+    from simcore.specs.system import AcceleratorSpec, CalibrationSpec, TopologyDimSpec
+
+    system = compose([f"system={preset}"]).system
+    for node, spec in (("accelerator", AcceleratorSpec), ("scaleup", TopologyDimSpec),
+                       ("scaleout", TopologyDimSpec), ("calibration", CalibrationSpec)):
+        missing = {f.name for f in fields(spec)} - set(system[node])
+        assert not missing, (node, missing)
