@@ -28,12 +28,16 @@ _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "
         "ffn_hidden_size", "seq_len", "vocab_size", "global_batch", "micro_batch", "tp", "pp",
         "dp", "vp", "cp", "ep", "zero_stage", "first_stage_layers", "last_stage_layers",
         "microbatch_group", "num_experts", "top_k", "shared_ffn_hidden_size",
-        "ep_overlap_chunks")
+        "ep_overlap_chunks", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim",
+        "qk_rope_head_dim", "v_head_dim")
 _BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
 _FLOAT = ("dropout",)
 _NAMES = ("gpu", "precision", "recompute", "attention", "stack", "mlp")
 MODEL_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size",
                "seq_len", "vocab_size")
+#: optional columns of a multi-head latent attention model (DeepSeek-V2/V3)
+_LATENT_ATTENTION = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                     "v_head_dim")
 PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch",
               "sequence_parallel", "recompute", "zero_stage", "dp_overlap", "tp_comm_overlap",
               "precision")
@@ -143,7 +147,8 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
     if (row.get("mlp") or "").strip():
         workload["mlp"] = row["mlp"].strip()
     workload.update({k: _field(row, k) for k in ("num_experts", "top_k",
-                                                 "shared_ffn_hidden_size", "dropout")
+                                                 "shared_ffn_hidden_size", "dropout",
+                                                 *_LATENT_ATTENTION)
                      if (row.get(k) or "").strip()})
     optional = {k: _field(row, k) for k in ("first_stage_layers", "last_stage_layers",
                                             "microbatch_group", "ep_overlap_chunks")

@@ -190,6 +190,10 @@ def instructions(model: ModelSpec, system: SystemSpec, global_batch: int,
                  precision: str = "fp32") -> tuple[list[Instruction], FloatArray]:
     """The instructions of one training iteration of ``model`` with ``global_batch`` samples on
     ``system`` (one batch system), and the (D,) device counts of its pools."""
+    if model.is_moe or model.is_mla:  # their weights are not in the list below
+        raise InputError("workload.name", model.name, "HAP's instructions are those of a dense "
+                         "block (QKV, attention output, two MLP Linears): no mixture of experts "
+                         "or latent attention")
     c = _Costs(system, precision)
     n = c.n
     if global_batch % n:

@@ -5,9 +5,9 @@ A co-design search reads the simulator as a function of the hardware: a point wh
 scale-out bandwidth, HBM bandwidth or FLOP/s (or less link latency) gave a slower iteration
 would steer it wrong (an algorithm choice or an overlap rule with a step in it). Checked on
 plans that exercise each mechanism (SP, interleaving, CP rings, ZeRO 0-3 with and without DP
-overlap, TP overlap as pieces and as blocks, MoE all-to-all blocking and in chunks), with both
-fidelities and with explicit collective algorithms; then recompute (none <= selective <= full)
-and the global batch (more micro-batches, more time).
+overlap, TP overlap as pieces and as blocks, MoE all-to-all blocking and in chunks, latent
+attention), with both fidelities and with explicit collective algorithms; then recompute
+(none <= selective <= full) and the global batch (more micro-batches, more time).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ DENSE = ModelSpec(name="dense", num_layers=12, hidden_size=2048, num_heads=16, s
 MOE = ModelSpec(name="moe", num_layers=8, hidden_size=2048, num_heads=16, num_kv_heads=4,
                 seq_len=2048, vocab_size=32000, mlp="swiglu", ffn_hidden_size=5632,
                 num_experts=8, top_k=2, dropout=0.0)
+MLA = replace(MOE, name="mla", num_kv_heads=None, kv_lora_rank=256, q_lora_rank=512,
+              qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64)
 RING = CollectiveSpec(name="ring", all_reduce=("ring",), all_gather=("ring",),
                       reduce_scatter=("ring",), all_to_all=("direct",), chunks_per_collective=4)
 HALVING = CollectiveSpec(name="hd", all_reduce=("halvingDoubling",),
@@ -55,6 +57,8 @@ CASES: list[tuple[ModelSpec, int, dict[str, Any], str, CollectiveSpec]] = [
      CollectiveSpec()),
     (MOE, 32, {"tp": 2, "pp": 2, "ep": 4, "ep_overlap_chunks": 4, "overlap_blocks": True},
      "calibrated", CollectiveSpec()),
+    (MLA, 32, {"tp": 2, "cp": 2, "ep": 2, "sequence_parallel": True}, "calibrated",
+     CollectiveSpec()),
     (DENSE, 64, {"tp": 4, "pp": 2, "zero_stage": 1}, "calibrated", RING),
     (DENSE, 32, {"tp": 2, "pp": 2, "zero_stage": 2}, "astra", HALVING),
     (MOE, 32, {"tp": 2, "pp": 2, "ep": 2, "dp_overlap": False}, "astra", RING),

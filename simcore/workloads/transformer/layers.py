@@ -6,7 +6,10 @@ sequence parallelism: Korthikanti et al. 2022, Sec. 4.2.2):
 
 - attention: layer norm, QKV GEMM ``T x h -> (h + 2 kv d) / t``, attention core over
   ``b a / t`` heads (``cp`` chunks of ``s`` keys each, KV blocks passed around the CP ring),
-  output GEMM ``T x h/t -> h``, dropout + residual;
+  output GEMM ``T x h/t -> h``, dropout + residual; with multi-head latent attention the QKV
+  GEMM becomes the query and key/value down projections (replicated over TP), their latents'
+  RMS norms and the per-head up projections (split over TP), the core is costed at the mean of
+  the query/key and value head widths and the output GEMM reads ``a d_v / t``;
 - MLP: layer norm, up GEMM ``T x h -> ffn / t`` (x2 for SwiGLU's gate), activation, down GEMM,
   dropout + residual; MoE: router GEMM (and the shared experts' MLP on all ``T`` tokens),
   all-to-all dispatch over ``ep``, the experts' GEMMs on ``T top_k`` tokens, all-to-all combine;
@@ -114,18 +117,42 @@ class _Builder:
         without dropout); backward 2x."""
         m, p = self.m, self.p
         heads = p.micro_batch * m.num_heads / p.tp
-        return attention_core(self.ops, heads, m.seq_len // p.cp, m.seq_len, m.head_dim,
+        return attention_core(self.ops, heads, m.seq_len // p.cp, m.seq_len, m.core_head_dim,
                               p.flash_attention, fwd, m.dropout > 0)
+
+    def projections(self) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """Kernels before the attention core (norm, QKV or MLA projections) and after it
+        (output projection, dropout + residual)."""
+        m, t = self.m, self.p.tp
+        h = m.hidden_size
+        pre = [(self.mem(2 * h), 1.0)]
+        if not m.is_mla:
+            pre.append((self.gemm(m.qkv_out / t, h), 1.0))
+            return pre, [(self.gemm(h, h / t), 1.0), (self.mem(3 * h), 1.0)]
+        # MLA: down projections replicated over TP on every token, each latent RMS-normed
+        # (read + write), then the per-head up projections split over TP
+        a, q_rank, kv_rank = m.num_heads, m.q_lora_rank, m.kv_lora_rank
+        if q_rank:
+            pre += [(self.gemm(q_rank, h), 1.0), (self.mem(2 * q_rank, self.tokens), 1.0),
+                    (self.gemm(a * m.qk_head_dim / t, q_rank), 1.0)]
+        else:
+            pre.append((self.gemm(a * m.qk_head_dim / t, h), 1.0))
+        pre += [(self.gemm(kv_rank + m.qk_rope_head_dim, h), 1.0),
+                (self.mem(2 * kv_rank, self.tokens), 1.0),
+                (self.gemm(a * (m.qk_nope_head_dim + m.v_head_dim) / t, kv_rank), 1.0)]
+        return pre, [(self.gemm(h, a * m.v_head_dim / t), 1.0), (self.mem(3 * h), 1.0)]
 
     def attention(self, scale: float, fwd: bool, tag: str) -> list[Step]:
         m, p = self.m, self.p
-        h, t = m.hidden_size, p.tp
-        pre = [(self.mem(2 * h), 1.0), (self.gemm(m.qkv_out / t, h), 1.0)]
-        post = [(self.gemm(h, h / t), 1.0), (self.mem(3 * h), 1.0)]
+        t = p.tp
+        pre, post = self.projections()
         t_pre = self.ops.template(f"attn_pre_{tag}", [(k, w * scale) for k, w in pre])
         t_post = self.ops.template(f"attn_post_{tag}", [(k, w * scale) for k, w in post])
         t_core = self.ops.template(f"attn_core_{tag}", self.core(fwd))
-        kv_bytes = 2 * self.tokens * m.kv_heads * m.head_dim / t * ACT_BYTES
+        if m.is_mla:  # keys and values after the up projection
+            kv_bytes = self.tokens * m.kv_width / t * ACT_BYTES
+        else:
+            kv_bytes = 2 * self.tokens * m.kv_heads * m.head_dim / t * ACT_BYTES
         kv_bytes *= 2.0 if tag == "bwd" else 1.0  # KV and their gradients
         span = self.spans["cp"]
         kv = self.ops.kernel("p2p", kv_bytes, float(span.cross_node))

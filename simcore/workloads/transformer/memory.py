@@ -19,7 +19,11 @@ Model and sources:
   parallelism) plus, transiently, one layer's activations while it is recomputed
   (``recompute_workspace``). The 24 generalizes to ``4 + 4 kv/a + 2 mlp_outputs ffn/h``
   (GQA, ``ffn != 4h``, SwiGLU); MoE layers keep ``top_k`` copies of the MLP activations, plus
-  those of the shared experts (``ffn`` -> their width).
+  those of the shared experts (``ffn`` -> their width). Multi-head latent attention keeps
+  ``4 a (d_qk + d_v) / h`` instead of ``4 + 4 kv/a`` (per-head queries, keys, values and the
+  output projection's input) and, replicated over TP, its latents (each norm's and up
+  projection's input, ``2 (2 q_lora + 2 kv_lora + d_rope) / h``) [derived, as Korthikanti's
+  terms].
   The 10 holds two 1-byte dropout masks (``sbh`` each: attention and MLP outputs) and the
   core's 5 a 1-byte mask and the 2-byte dropout output over the scores; a model trained
   without dropout (``model.dropout = 0``: PyTorch's ``dropout`` returns its input at ``p = 0``
@@ -65,6 +69,19 @@ class ModelLike(Protocol):
 
     @property
     def kv_heads(self) -> int: ...  # noqa: D102
+
+    @property
+    def is_mla(self) -> bool: ...  # noqa: D102
+
+    @property
+    def qk_head_dim(self) -> int: ...  # noqa: D102
+
+    @property
+    def value_head_dim(self) -> int: ...  # noqa: D102
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_rope_head_dim: int
 
     @property
     def ffn(self) -> int: ...  # noqa: D102
@@ -146,9 +163,16 @@ def _layer_activation_bytes(model: ModelLike, par: ParallelLike) -> tuple[float,
     mlp_outputs = 3.0 if model.mlp == "swiglu" else 2.0
     mlp_copies = float(model.top_k) if model.num_experts > 1 else 1.0
     mlp_width = mlp_copies * model.ffn + model.shared_ffn_hidden_size  # routed and shared
-    sharded = 4.0 + 4.0 * model.kv_heads / a + 2.0 * mlp_outputs * mlp_width / h
+    if model.is_mla:  # Q and K (a d_qk wide), V and the output projection's input (a d_v)
+        attention = 4.0 * a * (model.qk_head_dim + model.value_head_dim) / h
+        # the latents' norm inputs and up projections' inputs, and the shared rotary key
+        latent = 2.0 * (2 * model.q_lora_rank + 2 * model.kv_lora_rank
+                        + model.qk_rope_head_dim) / h
+    else:  # Q and the output projection's input, K and V (kv heads)
+        attention, latent = 4.0 + 4.0 * model.kv_heads / a, 0.0
+    sharded = attention + 2.0 * mlp_outputs * mlp_width / h
     masks = model.dropout > 0  # 1-byte dropout masks of both blocks' outputs and the scores
-    replicated = 10.0 if masks else 8.0
+    replicated = (10.0 if masks else 8.0) + latent
     core = (5.0 if masks else 2.0) * a * s / h
     if par.sequence_parallel:
         full = sbh * (replicated + sharded + core) / t

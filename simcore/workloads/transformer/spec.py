@@ -1,7 +1,7 @@
 """Transformer model shape: :class:`ModelSpec` (the ``workload`` config group).
 
-A GPT-style decoder: ``num_layers`` blocks of attention (MHA, or GQA when ``num_kv_heads <
-num_heads``) and an MLP (GELU with two GEMMs, or SwiGLU with a gated first GEMM), a word
+A GPT-style decoder: ``num_layers`` blocks of attention (MHA, GQA when ``num_kv_heads <
+num_heads``, or multi-head latent attention when ``kv_lora_rank > 0``) and an MLP (GELU with two GEMMs, or SwiGLU with a gated first GEMM), a word
 embedding and an output layer over ``vocab_size``. With ``num_experts > 1`` every MLP is a
 mixture of experts with top-``top_k`` routing (Mixtral-style), optionally beside shared experts
 that every token passes (``shared_ffn_hidden_size``: DeepSeekMoE, Dai et al. 2024; Qwen-MoE;
@@ -9,7 +9,15 @@ Megatron-Core's ``moe_shared_expert_intermediate_size``), which are data- and te
 like a dense MLP, not expert-parallel. Parameter and FLOP counts follow
 Narayanan et al. 2021 / Korthikanti et al. 2022 (reference/peers-hardware-measurements.md,
 Part B, "FLOP conventions"): per layer and token, forward GEMM FLOPs are 2 x parameters, plus
-``4 s h`` for the attention scores and values (full, non-causal count, as Megatron reports).
+``4 s h`` for the attention scores and values (full, non-causal count, as Megatron reports;
+``2 s a (d_qk + d_v)`` with latent attention's head widths).
+
+Multi-head latent attention (MLA; DeepSeek-V2, DeepSeek-AI 2024, and DeepSeek-V3 [R]): keys and
+values are projected down to a latent of ``kv_lora_rank`` (plus a shared ``qk_rope_head_dim``
+rotary key) and up again per head, queries optionally through a latent of ``q_lora_rank``; a
+head's query and key are ``qk_nope_head_dim + qk_rope_head_dim`` wide, its value
+``v_head_dim``. The down projections are replicated over tensor parallelism and the up and
+output projections split as Megatron's column / row parallel layers (Megatron-Core's MLA [R]).
 
 Field names are the YAML keys of ``conf/workload/``.
 """
@@ -53,6 +61,12 @@ class ModelSpec:
             (Megatron-LM's default 0.1; LLaMA-family recipes train without dropout, 0). At 0
             no dropout mask is kept for backward and the unfused attention core has no
             dropout pass: PyTorch's ``dropout`` with ``p = 0`` returns its input.
+        kv_lora_rank: multi-head latent attention's key/value latent width; 0 = standard
+            attention (the MLA fields below are then unused).
+        q_lora_rank: MLA's query latent width; 0 = a full-rank query projection.
+        qk_nope_head_dim, qk_rope_head_dim, v_head_dim: MLA's per-head widths of the query and
+            key without and with rotary embedding, and of the value (DeepSeek-V2/V3: 128, 64,
+            128).
     """
 
     name: str = "gpt_1b"
@@ -68,6 +82,11 @@ class ModelSpec:
     top_k: int = 1
     shared_ffn_hidden_size: int = 0
     dropout: float = 0.1
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_nope_head_dim: int = 128
+    qk_rope_head_dim: int = 64
+    v_head_dim: int = 128
 
     def __post_init__(self) -> None:
         p = "workload."
@@ -98,6 +117,17 @@ class ModelSpec:
         require(isinstance(self.dropout, int | float) and not isinstance(self.dropout, bool)
                 and 0 <= self.dropout < 1, p + "dropout", self.dropout,
                 "must be a probability in [0, 1)")
+        for key in ("kv_lora_rank", "q_lora_rank"):
+            rank = getattr(self, key)
+            require(isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0,
+                    p + key, rank, "must be an integer >= 0 (0 = no latent)")
+        for key in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            _positive_int(getattr(self, key), p + key)
+        require(self.q_lora_rank == 0 or self.is_mla, p + "q_lora_rank", self.q_lora_rank,
+                "a query latent belongs to multi-head latent attention: set kv_lora_rank > 0")
+        require(not self.is_mla or self.kv_heads == self.num_heads, p + "num_kv_heads",
+                self.num_kv_heads, "latent attention compresses keys and values through "
+                "kv_lora_rank: leave num_kv_heads null (every head has its own key and value)")
 
     @property
     def kv_heads(self) -> int:
@@ -113,6 +143,38 @@ class ModelSpec:
     def head_dim(self) -> int:
         """Width of one attention head, h / a."""
         return self.hidden_size // self.num_heads
+
+    @property
+    def is_mla(self) -> bool:
+        """True with multi-head latent attention (``kv_lora_rank > 0``)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one head's query and key: ``head_dim``, or MLA's nope + rope widths."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.is_mla else self.head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        """Width of one head's value: ``head_dim``, or MLA's ``v_head_dim``."""
+        return self.v_head_dim if self.is_mla else self.head_dim
+
+    @property
+    def core_head_dim(self) -> float:
+        """The head width the attention core is costed at: ``head_dim``, or with MLA the mean
+        of the query/key and value widths (exact in the core's FLOPs, ``2 s^2 (d_qk + d_v)``
+        per head, and in a fused kernel's bytes, Q, K, V and O read or written once)."""
+        if not self.is_mla:
+            return self.head_dim
+        return (self.qk_head_dim + self.value_head_dim) / 2
+
+    @property
+    def kv_width(self) -> int:
+        """Key plus value elements per token of one layer (what a CP ring passes around):
+        ``2 kv_heads head_dim``, or MLA's up-projected ``a (d_qk + d_v)``."""
+        if self.is_mla:
+            return self.num_heads * (self.qk_head_dim + self.value_head_dim)
+        return 2 * self.kv_heads * self.head_dim
 
     @property
     def is_moe(self) -> bool:
@@ -131,8 +193,17 @@ class ModelSpec:
 
     @property
     def attention_params(self) -> int:
-        """Weights of one attention block (QKV and output projection; biases ignored)."""
-        return self.hidden_size * self.qkv_out + self.hidden_size * self.hidden_size
+        """Weights of one attention block (QKV and output projection; biases and norms
+        ignored); with MLA the down, up and output projections."""
+        h = self.hidden_size
+        if not self.is_mla:
+            return h * self.qkv_out + h * h
+        heads_qk = self.num_heads * self.qk_head_dim
+        q = (h * self.q_lora_rank + self.q_lora_rank * heads_qk if self.q_lora_rank
+             else h * heads_qk)
+        kv = (h * (self.kv_lora_rank + self.qk_rope_head_dim)
+              + self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim))
+        return q + kv + self.num_heads * self.v_head_dim * h
 
     @property
     def expert_params(self) -> int:
@@ -195,6 +266,9 @@ class ModelSpec:
     def _layer_forward_flops(self) -> float:
         """Forward FLOPs of one transformer layer for one sample (module docstring)."""
         s, h = self.seq_len, self.hidden_size
+        if self.is_mla:
+            core = 2.0 * s * s * self.num_heads * (self.qk_head_dim + self.value_head_dim)
+            return 2.0 * self._active_layer_params() * s + core
         return 2.0 * self._active_layer_params() * s + 4.0 * s * s * h
 
     def _output_forward_flops(self) -> float:

@@ -104,3 +104,16 @@ def test_an_ep_overlap_chunks_column_pipelines_the_all_to_all():
     assert float(chunked["iter_time_s"]) < float(blocking["iter_time_s"])
     bad = predict({**row, "ep": "1", "dp": "32", "ep_overlap_chunks": "4"})
     assert bad["status"] != "ok" and "ep_overlap_chunks" in bad["error"]
+
+
+def test_latent_attention_columns_reach_the_model():
+    row = {**ROW, "num_heads": "32", "num_kv_heads": "32", "num_experts": "8", "top_k": "2",
+           "kv_lora_rank": "512", "q_lora_rank": "1536", "qk_nope_head_dim": "128",
+           "qk_rope_head_dim": "64", "v_head_dim": "128"}
+    model, _, _ = build_case(row)
+    assert (model.is_mla, model.kv_lora_rank, model.q_lora_rank, model.qk_head_dim,
+            model.value_head_dim) == (True, 512, 1536, 192, 128)
+    mla, gqa = predict(row), predict({**ROW, "num_experts": "8", "top_k": "2"})
+    assert mla["status"] == gqa["status"] == "ok", (mla["error"], gqa["error"])
+    # 32 heads of 192 / 128 against 8 kv heads of 128: more attention work and activations
+    assert float(mla["peak_memory_gib"]) > float(gqa["peak_memory_gib"])

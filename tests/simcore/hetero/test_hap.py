@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from simcore.errors import InputError
 from simcore.hetero.hap import (
     METHODS,
     hap_plan,
@@ -84,3 +85,11 @@ def test_hap_shards_vggs_wide_classifier_instead_of_all_reducing_it() -> None:
     # sharded over its output features or its factors broadcast (SFB), never all-reduced
     assert dict(zip([i.name for i in ins], plan.choice, strict=True))["fc1"] in ("feature", "sfb")
     assert even / plan.iteration_s > 1.5
+
+
+def test_models_whose_weights_the_instructions_do_not_list_are_refused() -> None:
+    moe = replace(BERT, num_experts=8, top_k=2)
+    mla = replace(BERT, kv_lora_rank=64)
+    for model in (moe, mla):
+        with pytest.raises(InputError, match=r"workload\.name.*dense block"):
+            instructions(model, _cluster(SLOW), 512)

@@ -30,10 +30,25 @@ class Model:
     top_k: int = 1
     shared_ffn_hidden_size: int = 0
     dropout: float = 0.1  # Megatron-LM's default, as in the measured runs
+    kv_lora_rank: int = 0  # standard attention, not latent
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 64
 
     @property
     def kv_heads(self) -> int:
         return self.num_heads
+
+    @property
+    def is_mla(self) -> bool:
+        return False
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def value_head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
 
     @property
     def ffn(self) -> int:
