@@ -177,8 +177,6 @@ class _Builder:
             router += [(self.gemm(gate * shared / t, h), 1.0),
                        (self.mem((gate + 1) * shared / t, self.tokens), 1.0),
                        (self.gemm(h, shared / t), 1.0)]
-        experts = [(self.gemm(up, h, routed), 1.0), (self.mem(act_elems, routed), 1.0),
-                   (self.gemm(h, f / t, routed), 1.0), (self.mem(3 * h), 1.0)]
         steps: list[Step] = [("c", self.ops.template(
             f"moe_router_{tag}", [(k, w * scale) for k, w in router]))]
         size = routed * h * ACT_BYTES / (t if self.sp else 1)  # the tokens sent to experts
@@ -192,6 +190,8 @@ class _Builder:
             steps.append(("c", self.ops.template(f"moe_residual_{tag}",
                                                  [(self.mem(3 * h), scale)])))
             return steps
+        experts = [(self.gemm(up, h, routed), 1.0), (self.mem(act_elems, routed), 1.0),
+                   (self.gemm(h, f / t, routed), 1.0), (self.mem(3 * h), 1.0)]
         a2a = self.coll("ep_alltoall", CommType.ALL_TO_ALL, size, "ep") if p.ep > 1 else None
         if a2a is not None:
             steps.append(("ep", a2a))
