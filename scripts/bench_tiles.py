@@ -6,8 +6,8 @@ shallow ones (GPT-3 at ZeRO-1, TP overlap + CP as closed-form blocks).
 per level of the schedule. The tile used to follow a 4 MiB working set only, which leaves 11-25
 points per tile on DAGs of 20,000-50,000 rows and ~1,000-5,000 levels. It is now at least
 ``_TILE_MIN_POINTS`` (96) points while a tile's arrays stay under ``_TILE_MAX_BYTES`` (64 MiB)
-each. The baseline is the old rule in the same process (``_TILE_MIN_POINTS = 16``), run alternately with the new one;
-each round times a batch of ``--points`` points (``time.process_time``) after a warm-up, and
+each. The baseline is the old rule in the same process (``_TILE_MIN_POINTS = 16``), run
+alternately with the new one; each round times a batch of ``--points`` points (``time.process_time``) after a warm-up, and
 the iteration times of the two rules are compared bit for bit.
 
 Usage: ``python scripts/bench_tiles.py [--points 2048] [--rounds 3]``.

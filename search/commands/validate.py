@@ -47,7 +47,8 @@ from search.config.cases import (
 from simcore.errors import InputError
 
 __all__ = ["ATTENTION_IMPLS", "BREAKDOWN_COLUMNS", "FLASH_ERA_GPUS", "OUT_COLUMNS",
-           "assumption_notes", "attention_impl", "build_case", "cluster_for", "main", "predict", "report", "spearman"]
+           "assumption_notes", "attention_impl", "build_case", "cluster_for", "main", "predict",
+           "report", "spearman"]
 
 OUT_COLUMNS = ("case_id", "iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib",
                "fits_memory", "status", "error")

@@ -8,9 +8,8 @@ through the chunks, with ``(p - s - 1) * 2 + (v - 1) * g`` warm-up forwards (Meg
 ``forward_backward_pipelining_with_interleaving``: ``g = p``; Megatron-Core's
 ``microbatch_group_size_per_vp_stage`` sets ``g >= p``; as its schedule table, the last group
 holds the ``m mod g`` micro-batches left, which must then be at least ``p``, e.g. ``g = m`` when
-``p`` does not divide ``m``). The bubbles are *not* computed here:
-the engine schedules these programs with their cross-stage dependencies and the idle time comes
-out of the schedule.
+``p`` does not divide ``m``). The bubbles are *not* computed here: the engine schedules these
+programs with their cross-stage dependencies and the idle time comes out of the schedule.
 """
 
 from __future__ import annotations
@@ -52,8 +51,8 @@ def stage_program(stage: int, pp: int, vp: int, num_micro_batches: int,
         stage: physical stage 0..pp-1.
         pp: pipeline stages.
         vp: model chunks per stage (1 = plain 1F1B).
-        num_micro_batches: micro-batches per iteration (a multiple of ``group`` when
-            ``vp > 1``).
+        num_micro_batches: micro-batches per iteration (with ``vp > 1``: a multiple of
+            ``group``, or a remainder of at least ``pp`` for the last group).
         group: micro-batches a chunk runs in a row (``vp > 1``; None = ``pp``).
 
     Returns:

@@ -12,8 +12,7 @@ Streams per stage ``s`` (in-order, as CUDA streams): ``s.compute`` (kernels and 
 collectives: TP without overlap, EP all-to-all), ``s.tp`` (chunked TP collectives when
 ``tp_comm_overlap``), ``s.cp`` (ring KV exchange), ``s.ep`` (a MoE layer's all-to-all in token
 chunks pipelined with its experts, ``ep_overlap_chunks``), ``s.dp`` (gradient reduction, ZeRO
-gathers),
-``pp{a}>{b}`` (activations/gradients from stage a to b).
+gathers), ``pp{a}>{b}`` (activations/gradients from stage a to b).
 
 Data parallelism and ZeRO (Rajbhandari et al. 2020; see :class:`ParallelSpec`): gradients of
 each layer are reduced (all-reduce, or reduce-scatter for ZeRO >= 1) after that layer's last

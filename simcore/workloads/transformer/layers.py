@@ -149,10 +149,7 @@ class _Builder:
         t_pre = self.ops.template(f"attn_pre_{tag}", [(k, w * scale) for k, w in pre])
         t_post = self.ops.template(f"attn_post_{tag}", [(k, w * scale) for k, w in post])
         t_core = self.ops.template(f"attn_core_{tag}", self.core(fwd))
-        if m.is_mla:  # keys and values after the up projection
-            kv_bytes = self.tokens * m.kv_width / t * ACT_BYTES
-        else:
-            kv_bytes = 2 * self.tokens * m.kv_heads * m.head_dim / t * ACT_BYTES
+        kv_bytes = self.tokens * m.kv_width / t * ACT_BYTES  # MLA: after the up projection
         kv_bytes *= 2.0 if tag == "bwd" else 1.0  # KV and their gradients
         span = self.spans["cp"]
         kv = self.ops.kernel("p2p", kv_bytes, float(span.cross_node))

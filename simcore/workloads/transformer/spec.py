@@ -1,8 +1,8 @@
 """Transformer model shape: :class:`ModelSpec` (the ``workload`` config group).
 
 A GPT-style decoder: ``num_layers`` blocks of attention (MHA, GQA when ``num_kv_heads <
-num_heads``, or multi-head latent attention when ``kv_lora_rank > 0``) and an MLP (GELU with two GEMMs, or SwiGLU with a gated first GEMM), a word
-embedding and an output layer over ``vocab_size``. With ``num_experts > 1`` every MLP is a
+num_heads``, or multi-head latent attention when ``kv_lora_rank > 0``) and an MLP (GELU with
+two GEMMs, or SwiGLU with a gated first GEMM), a word embedding and an output layer over ``vocab_size``. With ``num_experts > 1`` every MLP is a
 mixture of experts with top-``top_k`` routing (Mixtral-style), optionally beside shared experts
 that every token passes (``shared_ffn_hidden_size``: DeepSeekMoE, Dai et al. 2024; Qwen-MoE;
 Megatron-Core's ``moe_shared_expert_intermediate_size``), which are data- and tensor-parallel
@@ -265,11 +265,9 @@ class ModelSpec:
 
     def _layer_forward_flops(self) -> float:
         """Forward FLOPs of one transformer layer for one sample (module docstring)."""
-        s, h = self.seq_len, self.hidden_size
-        if self.is_mla:
-            core = 2.0 * s * s * self.num_heads * (self.qk_head_dim + self.value_head_dim)
-            return 2.0 * self._active_layer_params() * s + core
-        return 2.0 * self._active_layer_params() * s + 4.0 * s * s * h
+        s = self.seq_len
+        core = 2.0 * s * s * self.num_heads * (self.qk_head_dim + self.value_head_dim)  # 4 s^2 h
+        return 2.0 * self._active_layer_params() * s + core
 
     def _output_forward_flops(self) -> float:
         return 2.0 * self.seq_len * self.hidden_size * self.vocab_size
