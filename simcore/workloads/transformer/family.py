@@ -61,6 +61,10 @@ class TransformerFamily:
              f"must be divisible by ep={par.ep}"),
             (par.ep == 1 or m.is_moe, "parallel.ep", par.ep,
              "expert parallelism needs num_experts > 1"),
+            (par.ep_overlap_chunks <= par.micro_batch * m.seq_len // par.cp,
+             "parallel.ep_overlap_chunks", par.ep_overlap_chunks,
+             f"must be at most the tokens of a micro-batch "
+             f"({par.micro_batch * m.seq_len // par.cp}): a chunk holds at least one"),
         ]
         for ok, key, value, rule in rules:
             if not ok:

@@ -104,5 +104,16 @@ def test_more_chunks_hide_more_but_each_costs_its_latency_and_a_smaller_gemm():
 def test_bad_chunk_counts_name_the_key():
     with pytest.raises(InputError, match=r"parallel\.ep_overlap_chunks.*needs ep > 1"):
         ParallelSpec(ep_overlap_chunks=2)
-    with pytest.raises(InputError, match=r"parallel\.ep_overlap_chunks.*integer >= 1"):
-        ParallelSpec(ep=2, ep_overlap_chunks=0)
+    for bad in (0, 2.5, True):
+        with pytest.raises(InputError, match=r"parallel\.ep_overlap_chunks.*integer >= 1"):
+            ParallelSpec(ep=2, ep_overlap_chunks=bad)  # type: ignore[arg-type]
+    # more chunks than tokens (4,096 per micro-batch, 2,048 per CP rank): a bounded graph and
+    # block, refused with the key before any build
+    tiny = [SystemSpec(num_gpus=64)]
+    res = simulate_batch(MOE, replace(PLAN, ep_overlap_chunks=4097), tiny)
+    assert not res.feasible.any() and "parallel.ep_overlap_chunks" in res.reason[0]
+    assert "4096" in res.reason[0]
+    cp2 = simulate_batch(MOE, replace(PLAN, cp=2, ep_overlap_chunks=2049), tiny)
+    assert not cp2.feasible.any() and "(2048)" in cp2.reason[0]
+    ok = simulate_batch(MOE, replace(PLAN, cp=2, ep_overlap_chunks=16), tiny)
+    assert ok.feasible.all(), ok.reason
