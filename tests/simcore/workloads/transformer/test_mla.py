@@ -98,3 +98,6 @@ def test_a_deepseek_v3_plan_runs_and_latent_fields_are_checked():
         replace(V3, kv_lora_rank=0)
     with pytest.raises(InputError, match=r"workload\.v_head_dim"):
         replace(V3, v_head_dim=0)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InputError, match=r"workload\.kv_lora_rank.*integer >= 0"):
+            replace(V3, kv_lora_rank=bad)
