@@ -49,6 +49,7 @@ from simcore.hardware.batch import as_column as _col
 from simcore.hardware.batch import as_row as _row
 
 __all__ = [
+    "ACTIVATION_BYTES",
     "ELEMENT_BYTES",
     "LOW_PRECISIONS",
     "per_pool",
@@ -63,6 +64,10 @@ FloatArray = NDArray[np.float64]
 #: GEMM-only precisions (Transformer Engine recipes): attention and elementwise stay bf16
 LOW_PRECISIONS = ("fp8", "fp4")
 ELEMENT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+#: bytes of an activation or activation-gradient element between kernels and between GPUs:
+#: the run's own width at 32 and 16 bits; bf16 under fp8 / fp4 (Transformer Engine casts only
+#: the GEMM inputs, and the tensors the TP, CP, EP and PP collectives move stay bf16)
+ACTIVATION_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 2.0, "fp4": 2.0}
 
 
 def _on(sb: SystemBatch, pool: int | None) -> SystemBatch:

@@ -52,6 +52,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from simcore.hardware.compute import ACTIVATION_BYTES
 from simcore.ir.graph import CommType, GraphBuilder, NodeKind
 from simcore.ir.ops import OpTable
 from simcore.ir.streams import Stream, StreamKind
@@ -281,7 +282,8 @@ class _Shared:
             parts.append((self.ops.kernel("gemm", m * count, n, k), 1.0))
         if op.attention:  # the transformer family's core: fused, or Megatron's unfused one
             bh, sq, skv, d, w = op.attention
-            parts += attention_core(self.ops, bh, sq, skv, d, self.par.flash_attention, w == 1.0)
+            parts += attention_core(self.ops, bh, sq, skv, d, self.par.flash_attention, w == 1.0,
+                                    ACTIVATION_BYTES[self.par.precision])
         if not parts:
             nbytes = op.bytes_read + op.bytes_written
             if nbytes <= 0:

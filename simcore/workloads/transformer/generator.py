@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simcore.errors import InputError
+from simcore.hardware.compute import ACTIVATION_BYTES
 from simcore.ir.blocks import PipelinedBlock
 from simcore.ir.graph import CommType, Graph, GraphBuilder, LazyGraph, NodeKind
 from simcore.ir.intsets import unique_sorted
@@ -74,8 +75,6 @@ __all__ = ["TP_OVERLAP_CHUNKS", "RunEmitter", "TransformerWorkload", "bf16_optim
 
 _DP, _PP = int(CommKind.DP), int(CommKind.PP)
 _GRAD_BYTES = 2.0  # gradients reduced in 16-bit (Megatron default, grad_reduce_in_fp32 off)
-_LOW_GRAD_BYTES = 2.0  # the weight-gradient GEMM writes a 16-bit gradient
-_PARAM_BYTES = 2.0
 _FP32 = 4.0
 #: HBM bytes per parameter per iteration of the BF16_Optimizer's reduction casts: fp32 -> 16-bit
 #: before the all-reduce (read 4, write 2) and back (read 2, write 4)
@@ -84,34 +83,37 @@ _REDUCE_CAST_BYTES = 12.0
 
 def bf16_optimizer_path(par: ParallelSpec) -> bool:
     """DeepSpeed's BF16_Optimizer gradient path applies: the stack asks for it, the accumulation
-    is unfused, the run is not fp16 (fp16 runs take DeepSpeed's fp16 / ZeRO optimizers) and
+    is unfused, the run is bf16 (or fp8 / fp4 GEMMs in a bf16 run: fp16 runs take DeepSpeed's
+    fp16 / ZeRO optimizers, fp32 ones its plain optimizer) and
     ZeRO is at most stage 1 (DeepSpeed builds the BF16_Optimizer for bf16 without ZeRO, where it
     shards the optimizer states itself; ZeRO-2/3 bring their own optimizers)."""
     return (par.bf16_optimizer and not par.grad_accumulation_fusion
-            and par.precision != "fp16" and par.zero_stage <= 1)
+            and par.precision in ("bf16", "fp8", "fp4") and par.zero_stage <= 1)
 
 
 def grad_buffer_bytes(par: ParallelSpec) -> float:
-    """Bytes per parameter of the gradient buffer the data-parallel reduction reads: 16-bit
-    with accumulation fusion (Megatron-Core's default) or an fp16 run; fp32 when a bf16 / fp8 /
-    fp4 run accumulates with a separate kernel (Megatron-LM forces fp32 accumulation with bf16;
+    """Bytes per parameter of the gradient buffer the data-parallel reduction reads: the
+    weight gradient's own width (16-bit, or 4 bytes in an fp32 / tf32 run) with accumulation
+    fusion (Megatron-Core's default) or in an fp16 run; fp32 when a bf16 / fp8 / fp4 run
+    accumulates with a separate kernel (Megatron-LM forces fp32 accumulation with bf16;
     DeepSpeed's bf16 optimizer keeps fp32 gradients)."""
     if par.grad_accumulation_fusion or par.precision == "fp16":
-        return _GRAD_BYTES
-    return 4.0
+        return ACTIVATION_BYTES[par.precision]
+    return _FP32
 
 
 def grad_accumulation_bytes(par: ParallelSpec) -> float:
     """HBM bytes per parameter per micro-batch of an unfused gradient accumulation (read the
-    16-bit gradient, read and write the buffer); 0 when fused into the weight-gradient GEMM."""
+    weight-gradient GEMM's output, 16-bit or fp32 as the run's activations, read and write the
+    buffer); 0 when fused into the weight-gradient GEMM."""
     if par.grad_accumulation_fusion:
         return 0.0
     if bf16_optimizer_path(par):
         # hp_grad.add_(lp.grad.to(fp32)): the cast reads 2 and writes a 4-byte temporary, the
         # add reads the buffer and the temporary and writes the buffer (DeepSpeed 0.6.5
         # BF16_Optimizer.update_hp_grads, called after every micro-batch's backward)
-        return _LOW_GRAD_BYTES + _FP32 + 3.0 * _FP32
-    return _LOW_GRAD_BYTES + 2.0 * grad_buffer_bytes(par)
+        return ACTIVATION_BYTES[par.precision] + _FP32 + 3.0 * _FP32
+    return ACTIVATION_BYTES[par.precision] + 2.0 * grad_buffer_bytes(par)
 
 
 def grad_reduce_bytes(par: ParallelSpec) -> float:
@@ -230,6 +232,7 @@ class _Generator:
         rtype = CommType.ALL_REDUCE if zero == 0 or self.bf16_opt else CommType.REDUCE_SCATTER
 
         grad_bytes = grad_reduce_bytes(p)
+        param_bytes = ACTIVATION_BYTES[p.precision]  # the weights' working copy (ZeRO gathers)
 
         def coll(name: str, ct: CommType, params: float, span: GroupSpan,
                  nbytes: float = grad_bytes) -> int:
@@ -238,11 +241,11 @@ class _Generator:
 
         self.grad_tmpl = [coll("dp_grad_reduce", rtype, dense, sp["dp"])]
         self.gather_tmpl = [coll("dp_param_gather", CommType.ALL_GATHER, dense, sp["dp"],
-                                 _PARAM_BYTES)]
+                                 param_bytes)]
         if expert:
             self.grad_tmpl.append(coll("edp_grad_reduce", rtype, expert, sp["edp"]))
             self.gather_tmpl.append(coll("edp_param_gather", CommType.ALL_GATHER, expert,
-                                         sp["edp"], _PARAM_BYTES))
+                                         sp["edp"], param_bytes))
         shard = p.dp_size * p.cp if zero >= 1 or self.bf16_opt else 1
         self.layer_params = dense + expert
         emb = m.vocab_size * m.hidden_size / p.tp
@@ -263,7 +266,7 @@ class _Generator:
             return ops.template("optimizer_step", kernels)
 
         self.opt_tmpl = opt
-        act = p.micro_batch * m.seq_len // p.cp * m.hidden_size * 2.0
+        act = p.micro_batch * m.seq_len // p.cp * m.hidden_size * ACTIVATION_BYTES[p.precision]
         act /= p.tp  # Megatron's scatter/gather: each TP rank sends 1/tp (Narayanan'21 4.1)
         k = ops.kernel("p2p", act, float(sp["pp"].cross_node))
         self.p2p_tmpl = ops.template("pp_send", [(k, 1.0)], _PP)

@@ -13,8 +13,9 @@ sequence parallelism: Korthikanti et al. 2022, Sec. 4.2.2):
 - MLP: layer norm, up GEMM ``T x h -> ffn / t`` (x2 for SwiGLU's gate), activation, down GEMM,
   dropout + residual; MoE: router GEMM (and the shared experts' MLP on all ``T`` tokens),
   all-to-all dispatch over ``ep``, the experts' GEMMs on ``T top_k`` tokens, all-to-all combine;
-- TP collectives on the activation ``T h`` (2 bytes/element): all-reduce after each block
-  (forward) and before it (backward); with sequence parallelism each all-reduce becomes a
+- TP collectives on the activation ``T h`` (2 bytes/element, 4 in fp32 / tf32, as every
+  activation here: :data:`~simcore.hardware.compute.ACTIVATION_BYTES`): all-reduce after each
+  block (forward) and before it (backward); with sequence parallelism each all-reduce becomes a
   reduce-scatter plus an all-gather of the same buffer (layer norms/dropouts then run on T/t).
 
 Backward = 2x the forward GEMMs (data and weight gradients) and memory-bound passes, 2.5x a
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcore.hardware.compute import ACTIVATION_BYTES
 from simcore.ir.graph import CommType
 from simcore.ir.ops import COMPUTE, OpTable
 from simcore.ir.streams import CommKind
@@ -37,9 +39,8 @@ from simcore.specs.parallel import ParallelSpec
 from simcore.workloads.layout import GroupSpan
 from simcore.workloads.transformer.spec import ModelSpec
 
-__all__ = ["ACT_BYTES", "LayerOps", "Step", "attention_core", "build_layer_ops"]
+__all__ = ["LayerOps", "Step", "attention_core", "build_layer_ops"]
 
-ACT_BYTES = 2.0  # activations and gradients travel in 16-bit
 _BWD_GEMM = 2.0
 _BWD_ATTN = 2.5
 _KIND = {k.name.lower(): int(k) for k in CommKind}  # group name -> template kind
@@ -61,18 +62,19 @@ class LayerOps:
 
 
 def attention_core(ops: OpTable, heads: float, s_q: float, s_kv: float, head_dim: float,
-                   flash: bool, fwd: bool, dropout: bool = True) -> list[tuple[int, float]]:
+                   flash: bool, fwd: bool, act_bytes: float, dropout: bool = True
+                   ) -> list[tuple[int, float]]:
     """Kernels (and weights) of an attention core of ``heads`` (micro-batch x heads) query
     sequences of ``s_q`` against ``s_kv`` keys: one fused kernel (backward 2.5x), or unfused
     (batched QK^T and AV GEMMs, fused scale-mask-softmax and, with ``dropout``, dropout over
-    the 16-bit scores with a 1-byte mask; backward 2x)."""
+    the scores of ``act_bytes`` each with a 1-byte mask; backward 2x)."""
     if flash:
         return [(ops.kernel("attn", heads, s_q, s_kv, head_dim), 1.0 if fwd else _BWD_ATTN)]
     qk = ops.kernel("gemm", heads * s_q, s_kv, head_dim)
     av = ops.kernel("gemm", heads * s_q, head_dim, s_kv)
     scores = heads * s_q * s_kv
-    dropout_bytes = 2 * ACT_BYTES + 1 if dropout else 0.0  # read, write, mask
-    softmax_dropout = ops.kernel("mem", scores * (2 * ACT_BYTES + dropout_bytes))
+    dropout_bytes = 2 * act_bytes + 1 if dropout else 0.0  # read, write, mask
+    softmax_dropout = ops.kernel("mem", scores * (2 * act_bytes + dropout_bytes))
     w = 1.0 if fwd else _BWD_GEMM
     return [(qk, w), (av, w), (softmax_dropout, w)]
 
@@ -84,13 +86,14 @@ class _Builder:
         self.tokens = par.micro_batch * model.seq_len // par.cp
         self.sp = par.sequence_parallel and par.tp > 1
         self.norm_tokens = self.tokens / par.tp if self.sp else self.tokens
+        self.act_bytes = ACTIVATION_BYTES[par.precision]
 
     def gemm(self, n: float, k: float, m: float | None = None) -> int:
         return self.ops.kernel("gemm", self.tokens if m is None else m, n, k)
 
     def mem(self, elems_per_token: float, tokens: float | None = None) -> int:
         t = self.norm_tokens if tokens is None else tokens
-        return self.ops.kernel("mem", elems_per_token * t * ACT_BYTES)
+        return self.ops.kernel("mem", elems_per_token * t * self.act_bytes)
 
     def coll(self, name: str, ctype: CommType, nbytes: float, group: str) -> int:
         span = self.spans[group]
@@ -101,7 +104,7 @@ class _Builder:
         """(before-block, after-block) TP collectives of one block."""
         if self.p.tp == 1:
             return [], []
-        size = self.tokens * self.m.hidden_size * ACT_BYTES
+        size = self.tokens * self.m.hidden_size * self.act_bytes
         if not self.sp:
             ar = self.coll("tp_allreduce", CommType.ALL_REDUCE, size, "tp")
             return [], [("tp", ar)]
@@ -113,12 +116,12 @@ class _Builder:
         """Kernels of the attention core of all local queries against all keys (the CP
         chunks split it). Flash: one fused kernel (backward 2.5x). Unfused (Megatron-LM before
         flash attention): batched QK^T and AV GEMMs, fused scale-mask-softmax (read + write
-        ``b a/t s^2`` 16-bit scores) and dropout (read, write, 1-byte mask; none for a model
+        ``b a/t s^2`` scores) and dropout (read, write, 1-byte mask; none for a model
         without dropout); backward 2x."""
         m, p = self.m, self.p
         heads = p.micro_batch * m.num_heads / p.tp
         return attention_core(self.ops, heads, m.seq_len // p.cp, m.seq_len, m.core_head_dim,
-                              p.flash_attention, fwd, m.dropout > 0)
+                              p.flash_attention, fwd, self.act_bytes, m.dropout > 0)
 
     def projections(self) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """Kernels before the attention core (norm, QKV or MLA projections) and after it
@@ -149,7 +152,7 @@ class _Builder:
         t_pre = self.ops.template(f"attn_pre_{tag}", [(k, w * scale) for k, w in pre])
         t_post = self.ops.template(f"attn_post_{tag}", [(k, w * scale) for k, w in post])
         t_core = self.ops.template(f"attn_core_{tag}", self.core(fwd))
-        kv_bytes = self.tokens * m.kv_width / t * ACT_BYTES  # MLA: after the up projection
+        kv_bytes = self.tokens * m.kv_width / t * self.act_bytes  # MLA: after the up projection
         kv_bytes *= 2.0 if tag == "bwd" else 1.0  # KV and their gradients
         span = self.spans["cp"]
         kv = self.ops.kernel("p2p", kv_bytes, float(span.cross_node))
@@ -176,7 +179,7 @@ class _Builder:
                        (self.gemm(h, shared / t), 1.0)]
         steps: list[Step] = [("c", self.ops.template(
             f"moe_router_{tag}", [(k, w * scale) for k, w in router]))]
-        size = routed * h * ACT_BYTES / (t if self.sp else 1)  # the tokens sent to experts
+        size = routed * h * self.act_bytes / (t if self.sp else 1)  # the tokens sent to experts
         n = p.ep_overlap_chunks
         if p.ep > 1 and n > 1:  # one chunk's all-to-all and experts, pipelined n times
             chunk_a2a = self.coll(f"ep_alltoall/{n}", CommType.ALL_TO_ALL, size / n, "ep")
@@ -227,7 +230,7 @@ def build_layer_ops(model: ModelSpec, parallel: ParallelSpec, spans: dict[str, G
     head_bwd: tuple[Step, ...] = (("c", ops.template("output_bwd", [(k, 2.0 * w) for k, w in logits])),)
     if b.sp:
         head_bwd = head_bwd + (("tp", b.coll("tp_reducescatter", CommType.REDUCE_SCATTER,
-                                            b.tokens * h * ACT_BYTES, "tp")),)
+                                            b.tokens * h * b.act_bytes, "tp")),)
     return LayerOps(fwd, bwd, recompute, embed_fwd, embed_bwd, head_fwd, head_bwd)
 
 

@@ -45,12 +45,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from simcore.hardware.compute import ACTIVATION_BYTES
 from simcore.specs.layer_split import chunk_layers, stage_layers
 
 __all__ = ["ModelLike", "ParallelLike", "footprint_bytes", "in_flight_layers", "layers_in_stage",
            "plan_stage_layers"]
-
-_HALF = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2, "fp4": 2}
 
 
 class ModelLike(Protocol):
@@ -159,7 +158,7 @@ def _layer_activation_bytes(model: ModelLike, par: ParallelLike) -> tuple[float,
     """(stored per layer and micro-batch, full per-layer working set) in bytes."""
     h, a, t = model.hidden_size, model.num_heads, par.tp
     s = model.seq_len / par.cp
-    sbh = s * par.micro_batch * h * _HALF[par.precision] / 2
+    sbh = s * par.micro_batch * h * ACTIVATION_BYTES[par.precision] / 2
     mlp_outputs = 3.0 if model.mlp == "swiglu" else 2.0
     mlp_copies = float(model.top_k) if model.num_experts > 1 else 1.0
     mlp_width = mlp_copies * model.ffn + model.shared_ffn_hidden_size  # routed and shared

@@ -32,7 +32,7 @@ def test_unfused_core_without_dropout_has_no_dropout_pass(dropout: bool,
 
     ops = OpTable()
     kernels = attention_core(ops, 16.0, 2048.0, 2048.0, 64.0, flash=False, fwd=True,
-                             dropout=dropout)
+                             act_bytes=2.0, dropout=dropout)
     mem = [ops.kernels[k] for k, _ in kernels if ops.kernels[k][0] == "mem"]
     assert len(mem) == 1
     assert mem[0][1][0] == pytest.approx(16.0 * 2048.0 * 2048.0 * bytes_per_score)
