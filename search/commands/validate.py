@@ -78,6 +78,12 @@ def predict(row: dict[str, str], attention: str = "auto", breakdown: bool = Fals
     for key in ("iter_time_s", "model_tflops_per_gpu", "mfu", "peak_memory_gib", *parts):
         value = res["iteration_time_s" if key == "iter_time_s" else key]
         out[key] = "" if not isinstance(value, float) or math.isnan(value) else f"{value:.6g}"
+    if not res["feasible"] and not out["iter_time_s"]:
+        # nothing simulated: the plan breaks a rule of the model or the cluster (a GPU count
+        # that is not tp*pp*dp*cp, a batch that does not divide, ...); no memory verdict either
+        out.update({k: "" for k in ("model_tflops_per_gpu", "mfu", "peak_memory_gib", *parts)})
+        out.update(status="error", error=str(res["reason"]))
+        return out
     out["fits_memory"] = str(bool(res["feasible"])).lower()
     out["status"] = "ok" if res["feasible"] else "infeasible"
     out["error"] = str(res["reason"])
@@ -169,21 +175,83 @@ def _breakdown_cells(pred: dict[str, Any]) -> str:
             f"{kinds:<30} {float(pred['bubble_s']):>9.3f}  ")
 
 
-def _read_csv(path: Path) -> list[dict[str, str]]:
+def _read_csv(path: Path, option: str, required: tuple[str, ...]) -> list[dict[str, str]]:
     """The rows of a CSV file as written by hand, pandas or a spreadsheet: a UTF-8 byte-order
     mark (Excel's "CSV UTF-8") is dropped, and spaces around column names and after commas too
-    (every row had lost its ``case_id`` to the mark)."""
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        return [{key.strip(): value for key, value in row.items() if key is not None}
-                for row in csv.DictReader(fh, skipinitialspace=True)]
+    (every row had lost its ``case_id`` to the mark); rows with every cell empty are skipped.
+
+    Raises:
+        InputError: (naming ``option`` and the file) the file is not UTF-8 text, has no header,
+            or its header lacks a ``required`` column (a file of another schema, or not
+            comma-separated).
+    """
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh, skipinitialspace=True)
+            header = [name.strip() for name in reader.fieldnames or ()]
+            rows = [{key.strip(): value for key, value in row.items() if key is not None}
+                    for row in reader]
+    except UnicodeDecodeError as err:
+        raise InputError(option, str(path), f"not UTF-8 text (byte {err.start})") from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(option, str(path), f"a comma-separated file whose header names "
+                         f"{', '.join(required)}; its header {header} lacks {', '.join(missing)}")
+    return [r for r in rows if any((v or "").strip() for v in r.values() if isinstance(v, str))]
+
+
+def _unique_ids(rows: list[dict[str, str]], where: list[str], option: str) -> None:
+    """Refuse two rows of one ``case_id`` (CASES.md: unique; the report joins on it)."""
+    seen: dict[str, str] = {}
+    for row, place in zip(rows, where, strict=True):
+        cid = (row.get("case_id") or "").strip()
+        if cid in seen:
+            raise InputError(option, cid, f"case_id must be unique: {seen[cid]} and {place} "
+                             "both use it")
+        seen[cid] = place
+
+
+def _read_measured(path: Path) -> dict[str, float]:
+    """case_id -> measured iteration time (rows with an empty time are skipped).
+
+    Raises:
+        InputError: the file is missing or not of the measured schema, or a time is not a
+            positive number (named by file, case and column).
+    """
+    if not path.is_file():
+        raise InputError("--measured", str(path), "no such file")
+    out: dict[str, float] = {}
+    rows = _read_csv(path, "--measured", ("case_id", "iter_time_s"))
+    for place, row in zip(_places(path, rows), rows, strict=True):
+        raw = (row.get("iter_time_s") or "").strip()
+        if not raw:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value <= 0:
+            raise InputError(f"iter_time_s of {place}", raw, "must be a positive number of "
+                             "seconds")
+        out[(row.get("case_id") or "").strip()] = value
+    _unique_ids(rows, _places(path, rows), "--measured")
+    return out
+
+
+def _places(path: Path, rows: list[dict[str, str]]) -> list[str]:
+    """Where each row is, for messages: the file and its case_id."""
+    return [f"{path.name}:{(r.get('case_id') or '').strip()!r}" for r in rows]
 
 
 def _measured_for(path: Path, explicit: Path | None) -> dict[str, float]:
-    measured_path = explicit or path.with_name(path.name.replace("cases", "measured"))
-    if not measured_path.exists() or measured_path == path:
+    """The measured times of one cases file: ``explicit`` (it must exist), else its sibling
+    ``*_measured.csv`` when there is one."""
+    if explicit is not None:
+        return _read_measured(explicit)
+    sibling = path.with_name(path.name.replace("cases", "measured"))
+    if not sibling.is_file() or sibling == path:
         return {}
-    return {r["case_id"]: float(r["iter_time_s"]) for r in _read_csv(measured_path)
-            if (r.get("iter_time_s") or "").strip()}
+    return _read_measured(sibling)
 
 
 def _with_intervals(pred: dict[str, Any], row: dict[str, str], attention: str) -> dict[str, Any]:
@@ -212,8 +280,8 @@ def main(argv: list[str]) -> int:
                         help="one or more cases files (CASES.md schema)")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--measured", type=Path, default=None,
-                        help="measured file (one cases file only; default: the sibling "
-                             "*_measured.csv of each cases file)")
+                        help="measured file, joined on case_id with every cases file "
+                             "(default: the sibling *_measured.csv of each cases file)")
     parser.add_argument("--attention", choices=["auto", *sorted(ATTENTION_IMPLS)], default="auto",
                         help="attention implementation of the runs (auto: flash on H100-era "
                              "GPUs, GQA or fp8; else Megatron-LM's unfused core of 2021-22)")
@@ -229,10 +297,19 @@ def main(argv: list[str]) -> int:
                              "report out-of-sample errors, per-regime bias and interval coverage")
     args = parser.parse_args(argv)
     cases: list[dict[str, str]] = []
+    places: list[str] = []
     measured: dict[str, float] = {}
-    for path in args.cases:
-        cases += _read_csv(path)
-        measured.update(_measured_for(path, args.measured if len(args.cases) == 1 else None))
+    for path in args.cases:  # every file is read and checked before any case is simulated
+        if not path.is_file():
+            raise InputError("--cases", str(path), "no such file")
+        rows = _read_csv(path, "--cases", ("case_id", "gpu"))
+        cases += rows
+        places += _places(path, rows)
+        if args.measured is None:
+            measured.update(_measured_for(path, None))
+    if args.measured is not None:
+        measured = _read_measured(args.measured)
+    _unique_ids(cases, places, "--cases")
     preds = [predict(row, args.attention, args.breakdown) for row in cases]
     for note in assumption_notes(cases):
         print(note)
@@ -261,7 +338,12 @@ def main(argv: list[str]) -> int:
 
 
 def _reference_fraction(cases: list[dict[str, str]]) -> float:
-    """The checked-in sustained_compute_fraction of the first case's accelerator (the LOGO
-    fallback when a fold has no reference-stack run)."""
-    system = cluster_for((cases[0].get("gpu") or "").strip())
-    return float(system.get("calibration", {}).get("sustained_compute_fraction", 1.0))
+    """The checked-in sustained_compute_fraction of the first case whose accelerator has a
+    cluster preset (the LOGO fallback when a fold has no reference-stack run); 1.0 if none."""
+    for row in cases:
+        try:
+            system = cluster_for((row.get("gpu") or "").strip().lower())
+        except InputError:
+            continue
+        return float(system.get("calibration", {}).get("sustained_compute_fraction", 1.0))
+    return 1.0

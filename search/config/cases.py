@@ -11,6 +11,7 @@ sizes and line rate; the attention implementation follows the row or the softwar
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ _INT = ("gpus_per_node", "num_gpus", "num_layers", "hidden_size", "num_heads", "
         "ep_overlap_chunks", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim",
         "qk_rope_head_dim", "v_head_dim")
 _BOOL = ("sequence_parallel", "dp_overlap", "tp_comm_overlap")
-_FLOAT = ("dropout",)
+_FLOAT = ("dropout", "scaleout_gbps_per_gpu")
 _NAMES = ("gpu", "precision", "recompute", "attention", "stack", "mlp")
 MODEL_KEYS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size",
                "seq_len", "vocab_size")
@@ -111,7 +112,7 @@ def attention_impl(row: dict[str, str], attention: str) -> str:
         heads, kv = _field(row, "num_heads"), (row.get("num_kv_heads") or "").strip()
         mlp = (row.get("mlp") or "").strip().lower()
         modern = (_field(row, "gpu") in FLASH_ERA_GPUS or _field(row, "precision") in ("fp8", "fp4")
-                  or (kv != "" and int(kv) < heads)
+                  or (kv != "" and _field(row, "num_kv_heads") < heads)
                   or mlp == "swiglu" or (mlp == "" and gated_mlp(row)))
         impl = "flash" if modern else "unfused"
     if impl not in ATTENTION_IMPLS:
@@ -139,7 +140,11 @@ def case_sections(row: dict[str, str], attention: str = "auto") -> dict[str, Any
     row = complete_row(row)[0]
     system = cluster_for(_field(row, "gpu"))
     system.update(num_gpus=_field(row, "num_gpus"), gpus_per_node=_field(row, "gpus_per_node"))
-    gbps = float(_field(row, "scaleout_gbps_per_gpu"))
+    gbps = _field(row, "scaleout_gbps_per_gpu")
+    if (row.get("dp") or "").strip() == "":  # complete_row could not derive it
+        model_parallel = _field(row, "tp") * _field(row, "pp") * _field(row, "cp")
+        raise InputError("dp", "", f"empty, and num_gpus={_field(row, 'num_gpus')} is not a "
+                         f"positive multiple of tp*pp*cp={model_parallel} to derive it from")
     system["scaleout"] = {**system.get("scaleout", {}), "bandwidth_GBps": gbps / 8.0, "size": 0}
     impl = attention_impl(row, attention)
     workload: dict[str, Any] = {"name": _field(row, "case_id"),
@@ -217,6 +222,7 @@ def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
     - :data:`NEUTRAL_COLUMNS` when empty;
     - names (``gpu``, ``precision``, ``recompute``, ...) in lower case;
     - ``num_kv_heads`` empty: ``num_heads`` (multi-head attention, no GQA);
+    - ``ffn_hidden_size`` empty: ``4 x hidden_size`` (Megatron-LM's default, a GELU MLP);
     - ``dp`` empty: ``num_gpus / (tp * pp * cp)`` (CASES.md: ``num_gpus`` is always their
       product);
     - ``scaleout_gbps_per_gpu`` empty or 0 on one node (``num_gpus <= gpus_per_node``: no
@@ -248,8 +254,7 @@ def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
         if not empty(key):
             out[key] = out[key].strip().lower()
     try:
-        if empty("num_kv_heads") and not empty("num_heads"):
-            fill("num_kv_heads", _field(out, "num_heads"))
+        _derive_shape(out, fill, empty)
         if empty("dp"):
             model_parallel = _field(out, "tp") * _field(out, "pp") * _field(out, "cp")
             if model_parallel > 0 and _field(out, "num_gpus") % model_parallel == 0:
@@ -268,6 +273,15 @@ def complete_row(row: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
     except InputError:
         pass
     return out, assumed
+
+
+def _derive_shape(out: dict[str, str], fill: Callable[[str, Any], None],
+                  empty: Callable[[str], bool]) -> None:
+    """:func:`complete_row`'s model-shape columns: kv heads and the MLP width."""
+    if empty("num_kv_heads") and not empty("num_heads"):
+        fill("num_kv_heads", _field(out, "num_heads"))
+    if empty("ffn_hidden_size") and not empty("hidden_size"):
+        fill("ffn_hidden_size", 4 * _field(out, "hidden_size"))
 
 
 def _is_number(text: str) -> bool:

@@ -77,7 +77,8 @@ def test_bad_rows_are_reported_not_fatal(tmp_path: Path, capsys: pytest.CaptureF
     assert pred[good["case_id"]]["status"] == "ok"
     assert pred["bad_gpu"]["status"] == "error" and "gpu='tpu_v9'" in pred["bad_gpu"]["error"]
     assert pred["bad_tp"]["status"] == "error" and "tp='three'" in pred["bad_tp"]["error"]
-    assert pred["bad_split"]["status"] in ("error", "infeasible") and pred["bad_split"]["error"]
+    assert pred["bad_split"]["status"] == "error" and pred["bad_split"]["fits_memory"] == ""
+    assert "num_gpus" in pred["bad_split"]["error"]
 
 
 def test_spearman_ranks() -> None:

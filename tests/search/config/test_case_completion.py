@@ -153,11 +153,12 @@ def test_a_spreadsheet_csv_reads_as_the_plain_file(tmp_path):
 def test_a_microbatch_group_column_runs_an_interleaved_count_pp_does_not_divide():
     """6 micro-batches per replica, interleaved (vp 2) on pp 4, which does not divide 6: the
     row needs Megatron-Core's micro-batch group (an optional column); without it the row is
-    infeasible with the rule named."""
+    an error with the rule named (no memory verdict: nothing ran)."""
     row = {**ROW, "num_gpus": "32", "pp": "4", "dp": "4", "vp": "2", "global_batch": "24"}
     plain = predict(row)
-    assert plain["status"] == "infeasible" and "divisible by pp=4" in plain["error"]
+    assert plain["status"] == "error" and "divisible by pp=4" in plain["error"]
+    assert plain["fits_memory"] == ""
     grouped = predict({**row, "microbatch_group": "6"})
     assert grouped["status"] == "ok", grouped["error"]
     bad = predict({**row, "microbatch_group": "5"})  # a last group of 1 < pp
-    assert bad["status"] == "infeasible" and "microbatch_group" in bad["error"]
+    assert bad["status"] == "error" and "microbatch_group" in bad["error"]
