@@ -327,7 +327,11 @@ def main(argv: list[str]) -> int:
         writer.writerows(preds)
     if measured:
         report(cases, preds, measured)
-    if args.logo and measured:
+    predicted = sum(1 for p in preds if p["status"] == "ok" and p["case_id"] in measured)
+    if args.logo and measured and predicted < 2:
+        print(f"no leave-one-group-out report: it refits on predicted cases with a measured "
+              f"time, and {predicted} of {len(preds)} are")
+    elif args.logo and measured:
         from search.run.cross_validation import cross_validate, curves, print_report
 
         defaults = {"sustained_compute_fraction": _reference_fraction(cases)}

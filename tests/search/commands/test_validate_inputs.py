@@ -154,3 +154,12 @@ def test_the_logo_fallback_skips_cases_without_a_cluster_preset():
     want = cluster_for("h100_80g")["calibration"]["sustained_compute_fraction"]
     assert _reference_fraction([{"gpu": "tpu_v5"}, {"gpu": "H100_80G"}]) == want
     assert _reference_fraction([{"gpu": "tpu_v5"}]) == 1.0
+
+
+def test_logo_without_two_predicted_cases_says_so(tmp_path, capsys):
+    cases = _write(tmp_path / "l_cases.csv", [{**ROW, "gpu": "tpu_v5"}, {**ROW, "case_id": "b"}])
+    (tmp_path / "l_measured.csv").write_text("case_id,iter_time_s\na,1.0\nb,2.0\n")
+    assert main(["--cases", str(cases), "--out", str(tmp_path / "p.csv"), "--logo"]) == 0
+    captured = capsys.readouterr()
+    assert "no leave-one-group-out report" in captured.out and "1 of 2 are" in captured.out
+    assert "RuntimeWarning" not in captured.err
