@@ -132,13 +132,15 @@ def build_parallel(cfg: DictConfig | Mapping[str, Any]) -> ParallelSpec:
 
 
 def _parallel(read: Reader) -> ParallelSpec:
-    spec = _construct(ParallelSpec, _section(read, "parallel"), "parallel")
+    data = _section(read, "parallel")
+    set_here = set(data)  # the presets leave the stack's fields out: set here = by the user
+    spec = _construct(ParallelSpec, data, "parallel")
     assert isinstance(spec, ParallelSpec)
     stack = read("stack")
     if stack is not None:  # software stack (conf/stack): its training-loop settings
         from simcore.specs.stack import apply_stack_plan, stack_from_dict
 
-        spec = apply_stack_plan(spec, stack_from_dict(stack))
+        spec = apply_stack_plan(spec, stack_from_dict(stack), set_here)
     return spec
 
 

@@ -35,13 +35,15 @@ settings (:func:`apply_stack_plan`); the cost models see nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from simcore.errors import require
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
 
-__all__ = ["STACKS", "StackSpec", "apply_stack", "apply_stack_plan", "stack_from_dict"]
+__all__ = ["STACKS", "STACK_PLAN_FIELDS", "StackSpec", "apply_stack", "apply_stack_plan",
+           "stack_from_dict"]
 
 #: the stack presets of conf/stack/
 STACKS = ("megatron_lm", "megatron_core", "deepspeed", "nemo")
@@ -103,10 +105,16 @@ def apply_stack(system: SystemSpec, stack: StackSpec) -> SystemSpec:
     return replace(system, calibration=replace(calib, **changes))
 
 
-def apply_stack_plan(plan: ParallelSpec, stack: StackSpec) -> ParallelSpec:
-    """``plan`` with the stack's training-loop settings (gradient accumulation and reduction)."""
-    if stack.grad_accumulation_fusion is not None:
-        plan = replace(plan, grad_accumulation_fusion=stack.grad_accumulation_fusion)
-    if stack.bf16_optimizer is not None:
-        plan = replace(plan, bf16_optimizer=stack.bf16_optimizer)
-    return plan
+#: the plan fields a stack sets (its training-loop settings: gradient accumulation, reduction)
+STACK_PLAN_FIELDS = ("grad_accumulation_fusion", "bf16_optimizer")
+
+
+def apply_stack_plan(plan: ParallelSpec, stack: StackSpec,
+                     plan_set: Collection[str] = ()) -> ParallelSpec:
+    """``plan`` with the stack's training-loop settings (:data:`STACK_PLAN_FIELDS`) where the
+    stack gives one (not null), except the fields in ``plan_set``: those the plan's own config
+    set explicitly (``+parallel.bf16_optimizer=false`` beside ``stack=deepspeed``) keep its
+    value."""
+    changes = {name: getattr(stack, name) for name in STACK_PLAN_FIELDS
+               if getattr(stack, name) is not None and name not in plan_set}
+    return replace(plan, **changes) if changes else plan

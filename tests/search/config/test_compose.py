@@ -87,8 +87,9 @@ def test_every_plan_field_can_be_set_from_the_command_line():
 
     from search.config.build import build_parallel
     from simcore.specs.parallel import ParallelSpec
+    from simcore.specs.stack import STACK_PLAN_FIELDS
 
-    stack_set = {"grad_accumulation_fusion", "bf16_optimizer"}
+    stack_set = set(STACK_PLAN_FIELDS)
     cfg = compose(["parallel.pp=4", "parallel.vp=2", "parallel.microbatch_group=6",
                    "parallel.ep=2", "parallel.ep_overlap_chunks=2"])
     keys = set(cfg.parallel)
@@ -97,6 +98,23 @@ def test_every_plan_field_can_be_set_from_the_command_line():
     assert stack_set <= set(cfg.stack)
     plan = build_parallel(cfg)
     assert (plan.microbatch_group, plan.ep_overlap_chunks) == (6, 2)
+
+
+def test_a_plan_field_set_beside_a_stack_keeps_the_value_set():
+    """``stack=deepspeed`` sets the BF16_Optimizer path and unfused accumulation; a plan that
+    sets either itself (``+parallel.<field>``: the presets leave them to the stack) keeps its
+    value instead of losing it silently; a stack that leaves a field null keeps the plan's."""
+    from search.config.build import build_parallel
+
+    def plan(*overrides: str) -> tuple[bool, bool]:
+        p = build_parallel(compose(list(overrides)))
+        return p.grad_accumulation_fusion, p.bf16_optimizer
+
+    assert plan("stack=deepspeed") == (False, True)
+    assert plan("stack=deepspeed", "+parallel.bf16_optimizer=false") == (False, False)
+    assert plan("stack=deepspeed", "+parallel.grad_accumulation_fusion=true") == (True, True)
+    assert plan("stack=megatron_core") == (True, False)
+    assert plan("stack=megatron_core", "+parallel.grad_accumulation_fusion=false") == (False, False)
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "workload").glob("*.yaml")))
