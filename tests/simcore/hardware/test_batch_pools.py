@@ -44,7 +44,7 @@ def test_two_pool_batch_has_d_by_b_arrays_from_the_yaml() -> None:
     assert sb.pool_count.tolist() == [[8.0, 8.0], [8.0, 8.0]]
     assert sb.pool_hbm_bandwidth_Bps.shape == (2, 2)
     assert sb.pool_hbm_bandwidth_Bps[:, 0].tolist() == [2039.0e9, 3350.0e9]
-    assert sb.pool_hbm_capacity_bytes[:, 1].tolist() == [80 * 2**30, 131.3 * 2**30]  # 141 GB
+    assert sb.pool_hbm_capacity_bytes[:, 1].tolist() == [80 * 2**30, 141 * 2**30]  # H200: 141 GB
     assert sb.pool_peak_flops["bf16"][:, 0].tolist() == [312.0e12, 989.4e12]
     assert sb.pool_price_usd[:, 0].tolist() == [15000.0, 30000.0]
     assert sb.pool_tdp_w[:, 0].tolist() == [400.0, 700.0]
