@@ -58,8 +58,9 @@ class TracedSpec:
     family: str = "traced"
 
     def __post_init__(self) -> None:
-        require(isinstance(self.trace, str) and bool(self.trace), "workload.trace", self.trace,
-                "must name an ET file written by simsweep trace")
+        require(isinstance(self.trace, str) and bool(self.trace) and self.trace != "???",
+                "workload.trace", self.trace, "must name an ET file written by simsweep trace "
+                "(<out>.0.et of simsweep trace ... --out <out>)")
         require(self.bucket_mb > 0, "workload.bucket_mb", self.bucket_mb, "must be > 0")
 
     @property

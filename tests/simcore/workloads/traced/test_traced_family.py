@@ -156,6 +156,10 @@ def test_flops_samples_and_shape_rules(tmp_path: Path) -> None:
     assert "parallel.pp=2" in str(FAM.check(spec, pp2, SYSTEM))  # no blocks were named
     missing = TracedSpec(trace=str(tmp_path / "nope.0.et"))
     assert "workload.trace" in str(FAM.check(missing, par, SYSTEM))
+    # the preset's "???" (no trace set) is refused as such, not looked up as a file
+    from simcore.errors import InputError
+    with pytest.raises(InputError, match=r"workload.trace='\?\?\?': must name an ET file"):
+        TracedSpec(trace="???")
 
 
 def test_ddp_buckets_equal_pytorch_reducer_assignment() -> None:
