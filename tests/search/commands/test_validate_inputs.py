@@ -23,13 +23,9 @@ from search.cli import main as cli
 from search.commands.validate import _reference_fraction, main, predict
 from search.config.cases import cluster_for, complete_row
 from simcore.errors import InputError
+from tests.search.config.test_case_completion import ROW as COMPLETE_ROW
 
-ROW = dict(case_id="a", gpu="h100_80g", gpus_per_node="8", num_gpus="32",
-           scaleout_gbps_per_gpu="400", num_layers="16", hidden_size="2048", num_heads="16",
-           num_kv_heads="16", ffn_hidden_size="8192", seq_len="2048", vocab_size="32000",
-           global_batch="64", micro_batch="1", tp="2", pp="2", dp="8", vp="1", cp="1", ep="1",
-           sequence_parallel="false", recompute="none", precision="bf16", zero_stage="0",
-           dp_overlap="false", tp_comm_overlap="false")
+ROW = {**COMPLETE_ROW, "case_id": "a"}  # an H100 run of 32 GPUs, every column given
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> Path:
