@@ -40,6 +40,7 @@ from search.study.storage import (
     make_sampler,
     make_storage,
     open_study,
+    resumed_seed,
     stale_trials,
 )
 from simcore.errors import InputError
@@ -161,10 +162,15 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     study_name = _study_name(cfg, objectives, space)
     output_dir = Path(str(search.output_dir)) / study_name
     storage_kind = str(search.storage)
-    sampler = make_sampler(
-        sampler_name, seed=search.get("seed"), space=space, multi_objective=len(objectives) > 1,
-        n_startup_trials=_int(search, "n_startup_trials", 0),
-        population_size=_int(search, "population_size", 2))
+    seed = search.get("seed")
+
+    def sampler_for(n_stored: int) -> optuna.samplers.BaseSampler:
+        return make_sampler(
+            sampler_name, seed=resumed_seed(seed, n_stored), space=space,
+            multi_objective=len(objectives) > 1,
+            n_startup_trials=_int(search, "n_startup_trials", 0),
+            population_size=_int(search, "population_size", 2))
+    sampler = sampler_for(0)
     cost = cost_spec_from(OmegaConf.to_container(search.cost, resolve=True))  # type: ignore[arg-type]
     batch_size = _int(search, "batch_size", 1)
     check_number("search.train_tokens", search.get("train_tokens"), lo=0, lo_open=True, hi=1e18)
@@ -185,6 +191,9 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
                        shared=is_shared(storage_kind),
                        metadata={"objectives": [o.name for o in objectives],
                                  "space": {k: repr(v) for k, v in space.distributions.items()}})
+    n_stored = len(study.get_trials(deepcopy=False))
+    if n_stored and sampler_name != "qmc":  # QMC keeps its scramble: the study holds its index
+        study.sampler = sampler_for(n_stored)  # fresh proposals, not the first run's replayed
     stale_s = search.get("stale_after_s")
     timeout = search.get("timeout_s")
     return SearchSetup(cfg, space, objectives, study, study_name, output_dir, n_trials,

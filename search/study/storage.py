@@ -47,6 +47,7 @@ __all__ = [
     "make_sampler",
     "make_storage",
     "open_study",
+    "resumed_seed",
     "stale_trials",
 ]
 
@@ -135,6 +136,19 @@ def make_sampler(
     if name == "nsga2":
         return samplers.NSGAIISampler(seed=seed, population_size=population_size)
     return samplers.NSGAIIISampler(seed=seed, population_size=population_size)
+
+
+def resumed_seed(seed: int | None, n_trials: int) -> int | None:
+    """The sampler seed of a study that already holds ``n_trials`` trials: ``seed`` itself for
+    a fresh study (a fresh study with the same seed proposes the same trials), otherwise a seed
+    derived from both (numpy's ``SeedSequence``), so a resumed study continues with fresh
+    proposals instead of replaying the random sequence its first run drew, and two resumes of
+    the same stored study still propose the same trials. None (unseeded) stays None."""
+    if seed is None or n_trials == 0:
+        return seed
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed & 0xFFFFFFFF, n_trials]).generate_state(1)[0])
 
 
 def open_study(
