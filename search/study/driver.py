@@ -190,7 +190,8 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
                        directions=[o.direction for o in objectives], resume=bool(search.resume),
                        shared=is_shared(storage_kind),
                        metadata={"objectives": [o.name for o in objectives],
-                                 "space": {k: repr(v) for k, v in space.distributions.items()}})
+                                 "space": {k: repr(v) for k, v in space.distributions.items()},
+                                 "derived": dict(space.derived)})
     n_stored = len(study.get_trials(deepcopy=False))
     if n_stored and sampler_name != "qmc":  # QMC keeps its scramble: the study holds its index
         study.sampler = sampler_for(n_stored)  # fresh proposals, not the first run's replayed

@@ -176,6 +176,8 @@ def open_study(
         raise InputError("search.study_name", study_name, "nothing to resume in the storage")
     study = optuna.create_study(study_name=study_name, storage=storage, sampler=sampler,
                                 directions=wanted, load_if_exists=True)
+    if study_name in existing:
+        _check_same_study(study, metadata or {})
     if list(study.directions) != wanted:
         raise InputError("search.objectives", list(directions),
                          "differ from the directions of the stored study")
@@ -185,6 +187,34 @@ def open_study(
         study.set_user_attr(key, value)
     flush_storage(study)  # the study exists on disk before any trial
     return study
+
+
+def _check_same_study(study: optuna.Study, metadata: dict[str, Any]) -> None:
+    """Refuse to continue a stored study with other objectives, another space or other derived
+    values than it was created with (its ``objectives`` / ``space`` / ``derived`` user attrs,
+    when it has them): its trials would not answer the same question, and Optuna refuses a
+    dimension whose kind changed only mid-study (or accepts a new one, missing from every
+    stored trial)."""
+    stored = study.user_attrs
+    rename = "; resume it as it was, or start another study (search.study_name)"
+    if "objectives" in stored and "objectives" in metadata \
+            and list(stored["objectives"]) != list(metadata["objectives"]):
+        raise InputError("search.objectives", list(metadata["objectives"]),
+                         f"the stored study optimizes {list(stored['objectives'])}{rename}")
+    for attr, where in (("space", "search.space."), ("derived", "search.derived.")):
+        if attr not in stored or attr not in metadata:
+            continue
+        old, new = dict(stored[attr]), dict(metadata[attr])
+        for key in [*new, *(k for k in old if k not in new)]:
+            if key not in old:
+                raise InputError(where + key, new[key], f"not in the {attr} of the stored "
+                                 f"study (a resumed study keeps its {attr}){rename}")
+            if key not in new:
+                raise InputError(where + key, None, f"in the {attr} of the stored study as "
+                                 f"{old[key]} but not in this one{rename}")
+            if old[key] != new[key]:
+                raise InputError(where + key, new[key], f"the stored study has {old[key]} "
+                                 f"(a resumed study keeps its {attr}){rename}")
 
 
 def stale_trials(
