@@ -29,6 +29,7 @@ from search.config.build import check_not_folded
 from search.run.batch import Runner, in_process_runner
 from search.run.metrics import cost_spec_from
 from search.study.ask_tell import LoopStats, run_batches
+from search.study.checks import check_space
 from search.study.evaluate import DesignEvaluator
 from search.study.groups import GroupComposer, group_keys
 from search.study.objectives import Objective, resolve_objectives
@@ -155,6 +156,9 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
                              "a config-group dimension needs the config folder to compose "
                              "from (simsweep search)")
         groups.check(key, space.distributions[key])
+    check_space(cfg, space, {key: [groups.config(((key, str(v)),)) for v in
+                                   getattr(space.distributions[key], "choices", ())]
+                             for key in searched_groups} if groups is not None else None)
     sampler_name = str(search.sampler)
     n_trials = _int(search, "n_trials", 1)
     if sampler_name == "grid":

@@ -45,6 +45,7 @@ __all__ = [
     "default_dp_space",
     "default_parallel_space",
     "default_space",
+    "derived_names",
     "evaluate_derived",
     "parse_distribution",
     "parse_space",
@@ -184,6 +185,30 @@ def _parse_expression(key: str, expression: str) -> ast.expr:
         raise InputError(f"search.derived.{key}", expression, f"not an expression: {err.msg}") from None
     except (RecursionError, MemoryError):
         raise InputError(f"search.derived.{key}", expression[:40], "nested too deeply") from None
+
+
+def derived_names(expression: str) -> list[str]:
+    """The config keys a derived expression reads (``system.num_gpus``), in order, once each;
+    function names (``min``) are not keys."""
+    names: list[str] = []
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, ast.Name | ast.Attribute):
+            try:
+                name = _dotted(node)
+            except InputError:
+                return  # not a plain dotted key: the evaluator refuses it
+            if name not in names:
+                names.append(name)
+            return
+        if isinstance(node, ast.Call):
+            for arg in node.args:
+                walk(arg)
+            return
+        for child in ast.iter_child_nodes(node):
+            walk(child)
+    walk(_parse_expression("", expression))
+    return names
 
 
 def _bounded_pow(base: Any, exponent: Any) -> Any:
