@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from typing import Any
 
 from search.commands.usage import overlap_blocks_note, print_help, wants_help
@@ -104,6 +104,17 @@ def _searches_piece_overlap(cfg: Any, dimensions: Mapping[str, Any]) -> bool:
         or int(parallel.get("ep_overlap_chunks", 1) or 1) > 1
 
 
+def _end_parent(tracking: Any | None, status: str) -> None:
+    """End the study's MLflow parent run with ``status`` (FAILED, KILLED) when the search stops
+    on an error or an interrupt, instead of leaving it RUNNING; a resumed search reopens it
+    and ends it FINISHED. Best effort: the error being raised is the one to report."""
+    parent = getattr(tracking, "parent_id", None)
+    if tracking is None or parent is None:
+        return
+    with suppress(Exception):  # the store may be the thing that failed
+        tracking.tracker.client.set_terminated(parent, status)
+
+
 def main(argv: list[str]) -> int:
     """Run (or resume) a search; print the best trials and where the results are."""
     if wants_help(argv):
@@ -136,16 +147,29 @@ def main(argv: list[str]) -> int:
             ExitStack() as pool_scope:
         opening = opener.submit(StudyTracking, cfg, setup.study_name, setup.output_dir,
                                 setup.objectives) if cfg.tracking.get("enabled", False) else None
-        runner = pool_scope.enter_context(study_runner(cfg))
-        setup.evaluator.runner = runner
-        print(f"search {setup.study_name}: {len(setup.space.distributions)} dimension(s) "
-              f"({', '.join(setup.space.distributions)}), sampler {cfg.search.sampler}, "
-              f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
-        if _searches_piece_overlap(cfg, setup.space.distributions):
-            print(overlap_blocks_note("the space searches TP overlap, CP or chunked all-to-alls,",
-                                      "a new plan ~20-160x slower"), flush=True)
-        tracking = opening.result() if opening is not None else None
-        outcome = run_search(setup, tracking, release=pool_scope.close)
+        tracking = None
+        try:
+            runner = pool_scope.enter_context(study_runner(cfg))
+            setup.evaluator.runner = runner
+            print(f"search {setup.study_name}: {len(setup.space.distributions)} dimension(s) "
+                  f"({', '.join(setup.space.distributions)}), sampler {cfg.search.sampler}, "
+                  f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
+            if _searches_piece_overlap(cfg, setup.space.distributions):
+                print(overlap_blocks_note("the space searches TP overlap, CP or chunked "
+                                          "all-to-alls,", "a new plan ~20-160x slower"), flush=True)
+            tracking = opening.result() if opening is not None else None
+            outcome = run_search(setup, tracking, release=pool_scope.close)
+        except BaseException as err:
+            interrupted = isinstance(err, KeyboardInterrupt)
+            if tracking is None and opening is not None and opening.done() \
+                    and opening.exception() is None:
+                tracking = opening.result()
+            _end_parent(tracking, "KILLED" if interrupted else "FAILED")
+            if interrupted:
+                print(f"simsweep search: the study keeps every trial told so far "
+                      f"({setup.output_dir}); continue it with the same command and "
+                      f"search.resume=true", file=sys.stderr, flush=True)
+            raise
     stats = outcome.stats
     print(f"evaluated {stats.n_evaluated} trial(s) ({stats.n_recovered} recovered from a killed "
           f"driver, {stats.n_infeasible} infeasible) in {stats.total_s:.1f} s "

@@ -6,8 +6,9 @@ other), suggested from the :class:`~search.search_space.SearchSpace`, handed to 
 one list (the caller groups them by graph structure and runs them on the actor pool), and told
 with their objective values and constraint values. A trial that cannot run (indivisible
 parallelization, out of memory) is told COMPLETE with constraint violations > 0 and penalty
-values, so it teaches the sampler and never crashes the study. The budget counts trials that
-are not FAILED; trials a killed driver left RUNNING are re-evaluated under their own number.
+values, so it teaches the sampler and never crashes the study; an error of the driver itself
+(an evaluation that raises) tells the batch's untold trials FAIL before it propagates, so no
+trial is left RUNNING. The budget counts trials that are not FAILED; trials a killed driver left RUNNING are re-evaluated under their own number.
 Time spent in the sampler (ask + suggest + tell), in evaluation and in ``on_batch`` (logging) is
 measured for the overhead report of ``scripts/bench_search.py``.
 """
@@ -15,7 +16,8 @@ measured for the overhead report of ``scripts/bench_search.py``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,15 +118,35 @@ def _recover(study: optuna.Study, space: SearchSpace, stale: Sequence[FrozenTria
     flush()
     if not complete:
         return
-    outcomes = evaluate([dict(t.params) for t in complete])
     told = []
-    for frozen, outcome in zip(complete, outcomes, strict=True):
-        _tell(study, optuna.Trial(study, frozen._trial_id), outcome)
-        told.append(frozen.number)
-    flush()
+    with _failing(study, [optuna.Trial(study, t._trial_id) for t in complete], flush):
+        outcomes = evaluate([dict(t.params) for t in complete])
+        for frozen, outcome in zip(complete, outcomes, strict=True):
+            _tell(study, optuna.Trial(study, frozen._trial_id), outcome)
+            told.append(frozen.number)
+        flush()
     stats.n_recovered += len(told)
     if on_batch is not None:
         on_batch(_by_number(study, told))
+
+
+@contextmanager
+def _failing(study: optuna.Study, trials: Sequence[optuna.Trial],
+             flush: Callable[[], None]) -> Iterator[None]:
+    """On an error (not an interrupt) inside the block, tell the ``trials`` not told yet FAIL
+    and flush, then re-raise: the study keeps no RUNNING trial of a driver that failed (a
+    RUNNING trial means a killed driver, which ``search.resume=true`` re-runs). A FAIL trial
+    does not count toward ``n_trials``."""
+    try:
+        yield
+    except Exception:
+        for trial in trials:
+            try:
+                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            except Exception:  # noqa: BLE001, S112 - the first error is the one to report
+                continue
+        flush()
+        raise
 
 
 def _by_number(study: optuna.Study, numbers: Sequence[int]) -> list[FrozenTrial]:
@@ -166,16 +188,18 @@ def run_batches(
             break
         size = min(batch_size, remaining)
         t0 = time.perf_counter()
-        trials = [study.ask() for _ in range(size)]
-        params = [suggest(trial, space) for trial in trials]
-        flush()
-        t1 = time.perf_counter()
-        outcomes = evaluate(params)
-        t2 = time.perf_counter()
-        for trial, outcome in zip(trials, outcomes, strict=True):
-            _tell(study, trial, outcome)
-            stats.n_infeasible += not outcome.feasible
-        flush()
+        trials: list[optuna.Trial] = []
+        with _failing(study, trials, flush):
+            trials += [study.ask() for _ in range(size)]
+            params = [suggest(trial, space) for trial in trials]
+            flush()
+            t1 = time.perf_counter()
+            outcomes = evaluate(params)
+            t2 = time.perf_counter()
+            for trial, outcome in zip(trials, outcomes, strict=True):
+                _tell(study, trial, outcome)
+                stats.n_infeasible += not outcome.feasible
+            flush()
         t3 = time.perf_counter()
         if on_batch is not None:
             on_batch(_by_number(study, [t.number for t in trials]))

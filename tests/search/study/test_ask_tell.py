@@ -139,3 +139,25 @@ def test_timeout_stops_asking_new_batches(tmp_path: Path) -> None:
     stats = run_batches(study, SPACE, slow, n_trials=100, batch_size=4, timeout_s=0.5)
     assert 1 <= len(slow_calls) <= 3 and stats.n_evaluated == 4 * len(slow_calls)
     assert len(study.trials) == stats.n_evaluated  # nothing asked and left behind
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_failing_batch_leaves_no_running_trial(tmp_path: Path, error: type[BaseException]) -> None:
+    """An evaluation that raises tells its batch FAIL (they left the journal RUNNING, and a
+    corrected rerun found them); an interrupt keeps them RUNNING, for resume to re-run."""
+    calls = []
+
+    def failing(points: list[dict[str, Any]]) -> list[TrialOutcome]:
+        calls.append(len(points))
+        if len(calls) == 2:
+            raise error("evaluation failed")
+        return evaluate(points)
+
+    study = _study(tmp_path)
+    with pytest.raises(error):
+        run_batches(study, SPACE, failing, n_trials=12, batch_size=4)
+    stored = _study(tmp_path, resume=True).get_trials()  # read back from the journal file
+    states = [t.state for t in stored]
+    assert states[:4] == [TrialState.COMPLETE] * 4
+    expected = TrialState.RUNNING if error is KeyboardInterrupt else TrialState.FAIL
+    assert states[4:] == [expected] * 4

@@ -162,3 +162,39 @@ def test_sigkilled_while_logging_then_resume_gives_one_finished_run_per_trial(
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert len(complete) == n_trials
     _assert_one_finished_run_per_trial(tmp_path, complete)
+
+
+@pytest.mark.slow
+def test_an_interrupted_search_says_how_to_resume_and_ends_its_parent_killed(
+        tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) mid-batch: exit 130, one line naming search.resume=true; the MLflow
+    parent run ends KILLED instead of staying RUNNING; the resume then finishes the study."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(_cmd(tmp_path, False), env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    journal = tmp_path / "k" / "k.journal"
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+            if journal.exists() and journal.stat().st_size and any(
+                    t.state == TrialState.RUNNING for t in _study(tmp_path).trials):
+                proc.send_signal(signal.SIGINT)
+                break
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.decode()
+    assert proc.returncode == 130, text[-2000:]
+    assert "search.resume=true" in text and "Traceback" not in text, text
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.get_experiment_by_name("search-k")
+    assert exp is not None
+    (parent,) = client.search_runs([exp.experiment_id],
+                                   filter_string="tags.`simsweep.study` = 'k'")
+    assert parent.info.status == "KILLED"
+    resume = subprocess.run(_cmd(tmp_path, True), env=env, cwd=tmp_path, capture_output=True,
+                            timeout=300)
+    assert resume.returncode == 0, resume.stderr.decode()[-2000:]
+    assert client.get_run(parent.info.run_id).info.status == "FINISHED"

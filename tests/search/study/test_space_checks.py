@@ -68,3 +68,30 @@ def test_the_command_refuses_an_unknown_dimension_in_one_line(tmp_path: Path, ca
     assert code == 2 and len(err.splitlines()) == 1, err
     assert "search.space.parallel.tpp" in err and "unknown key" in err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_search_failing_after_it_started_leaves_nothing_running(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """An error raised out of a batch (here a derived value beyond the expression magnitude
+    limit, which only tp 400 reaches: the check before the study evaluates tp 1) left the
+    batch RUNNING in the journal and the MLflow parent run RUNNING; now the batch is FAIL and
+    the parent FAILED."""
+    import optuna
+    from mlflow import MlflowClient
+
+    from search.cli import main
+    from search.study.storage import make_storage
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    args = ["search", "workload=gpt_tiny", "system.num_gpus=8", "parallel.global_batch=16",
+            f"search.output_dir={tmp_path}", "search.study_name=f", "search.n_trials=8",
+            "search.batch_size=8", "search.sampler=random", "search.log_plots=false",
+            "search.in_process=true", f"tracking.uri={uri}", "parallel.tp=choice(1,400)",
+            "search.derived.parallel.dp=system.num_gpus * 10 ** parallel.tp"]
+    assert main(args) == 2
+    assert "expr_magnitude" in capsys.readouterr().err
+    study = optuna.load_study(study_name="f", storage=make_storage("journal", tmp_path / "f", "f"))
+    states = {t.state for t in study.trials}
+    assert len(study.trials) == 8 and states == {optuna.trial.TrialState.FAIL}
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("search-f").experiment_id])
+    assert [r.info.status for r in runs] == ["FAILED"]
