@@ -3,7 +3,8 @@
 The search space is ``search.space`` (a conf/search file, or overrides such as
 ``'search.space.parallel.tp=choice(1,2,4,8)'``); sweep-style overrides on the command line
 (``parallel.tp=choice(1,2,4,8)``, ``system.scaleout.bandwidth_GBps=interval(25,400)``) are
-added to it, as with Hydra's Optuna sweeper. A config group's choice is a dimension too
+added to it, as with Hydra's Optuna sweeper; a plain value (``parallel.tp=4``) of a key the
+space searches fixes it (the dimension is dropped, and the header says so), as in a sweep. A config group's choice is a dimension too
 (``'system=choice(dgx_h100_80g,dgx_b200)'``: which preset, composed once per choice;
 :mod:`search.study.groups`). ``'search.derived.parallel.dp=...'`` adds a derived value. With no
 value dimension the parallelization of the workload on the system is searched:
@@ -80,6 +81,7 @@ _OPTIONS = [
     ("--config-dir DIR", "a conf/ folder to compose from (default: the project's conf/)"),
     ("search=NAME", "a study file conf/search/NAME.yaml (e.g. bandwidth_cost_70b)"),
     ("KEY=EXPR", "add KEY to the space: choice(1,2,4) | interval(a,b) | tag(log, interval(a,b))"),
+    ("KEY=VALUE", "fix KEY (a searched key leaves the space)"),
     ("search.n_trials=N", "trials in the study in all"),
     ("search.objectives=[A,B]", "one objective, or several for a Pareto front"),
     ("search.sampler=NAME", "auto | tpe | cmaes | random | grid | gp | qmc | nsga2 | nsga3"),
@@ -138,7 +140,11 @@ def main(argv: list[str]) -> int:
     if "search" not in cfg:
         raise InputError("search", None, "the config has no search group (conf/search/)")
     groups = GroupComposer(compose, options, tuple(plain))  # config-group dimensions, if any
-    setup = prepare_search(cfg, None, space, derived, groups)  # every input checked before Ray
+    from search.config.compose import split_value_overrides
+
+    fixed = [t.lstrip("+").partition("=")[0] for t in split_value_overrides(plain)[1]]
+    setup = prepare_search(cfg, None, space, derived, groups,  # every input checked before Ray
+                           fixed_keys=fixed)
     if not cfg.search.get("in_process", False) and "ray" in cfg:
         import ray  # noqa: F401 - imported here, not beside MLflow's import on the thread
     # the MLflow session (import, store, parent run) opens on a thread while Ray starts; the
@@ -154,6 +160,9 @@ def main(argv: list[str]) -> int:
             print(f"search {setup.study_name}: {len(setup.space.distributions)} dimension(s) "
                   f"({', '.join(setup.space.distributions)}), sampler {cfg.search.sampler}, "
                   f"{setup.n_trials} trials in batches of {setup.batch_size}", flush=True)
+            if setup.fixed:
+                print("  fixed on the command line, not searched: " + ", ".join(
+                    f"{k}={v}" for k, v in setup.fixed.items()), flush=True)
             if _searches_piece_overlap(cfg, setup.space.distributions):
                 print(overlap_blocks_note("the space searches TP overlap, CP or chunked "
                                           "all-to-alls,", "a new plan ~20-160x slower"), flush=True)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,8 @@ class SearchSetup:
     timeout_s: float | None
     stale_after_s: float
     evaluator: DesignEvaluator
+    #: dimensions fixed by a command-line value, and that value
+    fixed: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -135,17 +137,46 @@ def _space(cfg: DictConfig, extra_space: Mapping[str, str],
     return parse_space(space, derived)
 
 
+def _fix(space: SearchSpace, fixed_keys: Sequence[str],
+         extra_space: Mapping[str, str]) -> tuple[SearchSpace, list[str]]:
+    """``space`` without the dimensions the command line sets to one value (``key=50``), as a
+    sweep fixes a key given on the command line: (the space left, the keys taken out). A key
+    both searched and fixed on the command line, or a fix that leaves nothing to search, is
+    refused. Derived values are kept: they replace the config's value in every trial (the
+    command line's value is then the base that default spaces read, e.g. the global batch)."""
+    taken: list[str] = []
+    for key in dict.fromkeys(fixed_keys):
+        if key in extra_space:
+            raise InputError(key, extra_space[key], "is in search.space and set to one value "
+                             "on the command line: keep one")
+        if key in space.distributions:
+            taken.append(key)
+    if not taken:
+        return space, []
+    left = SearchSpace({k: v for k, v in space.distributions.items() if k not in taken},
+                       dict(space.derived))
+    if not left.distributions:
+        raise InputError("search.space", ", ".join(taken), "every dimension is set to one value "
+                         "on the command line: nothing left to search (drop a fixed value, or "
+                         "use simsweep simulate)")
+    return left, taken
+
+
 def prepare_search(cfg: DictConfig, runner: Runner | None = None,
                    extra_space: Mapping[str, str] | None = None,
                    extra_derived: Mapping[str, str] | None = None,
-                   groups: GroupComposer | None = None) -> SearchSetup:
+                   groups: GroupComposer | None = None,
+                   fixed_keys: Sequence[str] = ()) -> SearchSetup:
     """Validate the search config and open (or resume) the study; no trial runs yet.
     ``groups`` composes the configs of config-group dimensions (``system=choice(a,b)``,
-    :mod:`search.study.groups`); without it a space may not hold one."""
+    :mod:`search.study.groups`); without it a space may not hold one. ``fixed_keys``: the keys
+    the command line sets to one value (already in ``cfg``); a dimension of one of them is
+    taken out of the space (:attr:`SearchSetup.fixed`)."""
     search = cfg.search
     _check_keys(search)
     objectives = resolve_objectives(list(search.objectives))
-    space = _space(cfg, extra_space or {}, extra_derived or {})
+    space, fixed = _fix(_space(cfg, extra_space or {}, extra_derived or {}), fixed_keys,
+                        extra_space or {})
     has_dims = bool(OmegaConf.select(cfg, "system.scaleout_dims", default=None))
     for key, found in [*space.distributions.items(), *space.derived.items()]:
         check_not_folded(key, found, has_dims, "search.space.")
@@ -204,7 +235,7 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     return SearchSetup(cfg, space, objectives, study, study_name, output_dir, n_trials,
                        batch_size, None if timeout is None else float(timeout),
                        default_stale_after_s(storage_kind) if stale_s is None else float(stale_s),
-                       evaluator)
+                       evaluator, {k: OmegaConf.select(cfg, k) for k in fixed})
 
 
 def run_search(setup: SearchSetup, tracking: Any | None = None,
