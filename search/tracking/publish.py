@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from search.run.tables import ID_COLUMNS, TAIL_COLUMNS, Summary
+from search.run.tables import ID_COLUMNS, TAIL_COLUMNS, Summary, best_rows
 from search.tracking.client import VIEW_METRICS, Tracker
 
-__all__ = ["POINT_METRICS", "PointLogger", "describe_sweep", "metric_columns",
-           "point_metric_columns", "publish_sweep", "run_name", "short_names", "summary_metrics",
-           "table_artifacts", "view_metrics"]
+__all__ = ["POINT_METRICS", "PointLogger", "best_child_rows", "describe_sweep",
+           "metric_columns", "point_metric_columns", "publish_sweep", "run_name", "short_names",
+           "summary_metrics", "table_artifacts", "view_metrics"]
 
 #: the metrics every child run carries (with the objective and ``feasible``): a small stable set,
 #: the same for every workload family (samples/s where tokens/s does not apply), so the MLflow
@@ -243,6 +243,15 @@ def _feasible_best_first(frame: pl.DataFrame, objective: str, direction: str) ->
         nulls_last=True, maintain_order=True)).to_series()
 
 
+def best_child_rows(frame: pl.DataFrame, summary: Summary, count: int) -> pl.DataFrame:
+    """The ``count`` best feasible rows of ``frame`` by the summary's objective: the child runs
+    of a sweep beyond ``child_runs_max`` points (``summary.best`` holds only ``sweep.top_k``)."""
+    if summary.num_feasible == 0 or summary.objective not in frame.columns:
+        return frame.head(0)
+    ok = frame.filter(pl.col("feasible")) if "feasible" in frame.columns else frame
+    return best_rows(ok, summary.objective, summary.direction, count)
+
+
 def publish_sweep(tracker: Tracker, parent_id: str, frame: pl.DataFrame, summary: Summary,
                   axes: list[str], child_runs_max: int, best_child_runs: int,
                   artifacts: list[tuple[Path, str | None]],
@@ -252,7 +261,7 @@ def publish_sweep(tracker: Tracker, parent_id: str, frame: pl.DataFrame, summary
     if frame.height <= child_runs_max:
         wanted = frame
     else:
-        wanted = summary.best.head(best_child_runs) if summary.best.height else frame.head(0)
+        wanted = best_child_rows(frame, summary, best_child_runs)
     rows = _rows(wanted, known, axes)
     metrics = point_metric_columns(frame, [summary.objective])
     children = tracker.log_children(parent_id, rows, axes, metrics)
