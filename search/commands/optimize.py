@@ -187,14 +187,16 @@ def main(argv: list[str]) -> int:
     _print_best(setup, outcome)
     print(f"results: {outcome.table_path}")
     if outcome.parent_run_id:
-        from search.tracking.client import ui_link
+        from search.tracking.client import FEASIBLE_CLAUSE, ui_link
 
         uri = str(cfg.tracking.get("uri") or "")
         base = uri if uri.startswith("http") else None
         link = ui_link(base or "http://127.0.0.1:5000", tracking.tracker.experiment_id
                        if tracking is not None else None, view=outcome.parent_run_id)
         print(f"MLflow: parent run {outcome.parent_run_id}")
-        print(f"browse the trials: {'' if base else 'simsweep ui, then open '}{link}")
+        print(f"browse the trials: {'' if base else 'simsweep ui, then open '}{link}\n"
+              f"  (the feasible trials; the infeasible ones: {FEASIBLE_CLAUSE} -> = 0 in its "
+              "search box)")
     elif tracking is not None:
         print(f"MLflow not updated ({outcome.tracking_error}); the study storage in "
               f"{setup.output_dir} holds every trial; rerun with search.resume=true to log them")

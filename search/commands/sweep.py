@@ -78,12 +78,14 @@ def main(argv: list[str]) -> int:
         where = "" if cfg.tracking.uri is None else f" (tracking server {cfg.tracking.uri})"
         print(f"MLflow: experiment '{cfg.tracking.experiment or 'sweep-' + str(cfg.sweep.name)}',"
               f" parent run {outcome.parent_run_id}{where}")
-        from search.tracking.client import ui_link
+        from search.tracking.client import FEASIBLE_CLAUSE, ui_link
 
         base = cfg.tracking.uri if str(cfg.tracking.uri or "").startswith("http") else None
         link = ui_link(base or "http://127.0.0.1:5000", outcome.experiment_id,
                        view=outcome.parent_run_id)
-        print(f"browse the runs: {'' if base else 'simsweep ui, then open '}{link}")
+        print(f"browse the runs: {'' if base else 'simsweep ui, then open '}{link}\n"
+              f"  (the feasible points; the infeasible ones: {FEASIBLE_CLAUSE} -> = 0 in its "
+              "search box)")
     elif cfg.tracking.enabled:
         print(f"MLflow not updated ({outcome.tracking_error}); results are safe on disk. "
               f"Log them later with:  simsweep sync {outcome.output_dir}")

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["VIEW_METRICS", "Tracker", "default_store", "flatten_params", "latest_view",
-           "project_root", "quiet_mlflow_logs", "ui_link"]
+__all__ = ["FEASIBLE_CLAUSE", "VIEW_METRICS", "Tracker", "default_store", "flatten_params",
+           "latest_view", "project_root", "quiet_mlflow_logs", "ui_link", "view_filter"]
 
 _TAG_KIND = "simsweep.kind"
 _TAG_SWEEP = "simsweep.sweep_id"
@@ -46,6 +46,8 @@ _TAG_LATEST_VIEW = "simsweep.view"  # the share key of the experiment's latest s
 #: metrics shown as runs-table columns by a saved view (beside the objectives and the axes);
 #: the others stay one click away under "Columns"
 VIEW_METRICS = ("iteration_time_s", "mfu", "cost_usd_per_iter", "peak_memory_gib", "feasible")
+#: the clause of a saved view's filter that keeps the feasible points (:func:`view_filter`)
+FEASIBLE_CLAUSE = "metrics.`feasible` = 1"
 _MAX_PARAMS = 100  # MLflow log_batch limit per request
 _MAX_METRICS = 1000
 _MAX_TAG_VALUE = 5000  # experiment tag values: 20,000 characters in MLflow 3.17, 5,000 before
@@ -77,6 +79,14 @@ def ui_link(base: str, experiment_id: str | None = None, kind: str | None = None
     if sort_metric:
         query += "&orderByKey=" + quote(f"metrics.`{sort_metric}`", safe="") + "&orderByAsc=true"
     return f"{base}/#/experiments/{experiment_id}/runs?{query}"
+
+
+def view_filter(parent_id: str, feasible_only: bool = True) -> str:
+    """The search filter of a saved view: the parent's child runs, with ``feasible_only`` those
+    whose ``feasible`` metric is 1. In the UI's search box, ``= 0`` instead lists the infeasible
+    points (their reason is the tag ``simsweep.reason``) and dropping the clause lists all."""
+    text = f"tags.`{_TAG_PARENT}` = '{parent_id}'"
+    return text + f" and {FEASIBLE_CLAUSE}" if feasible_only else text
 
 
 def latest_view(experiment: Any) -> str | None:
@@ -234,17 +244,19 @@ class Tracker:
         self.log_s += time.perf_counter() - t0
 
     def save_view(self, parent_id: str, params: list[str], metrics: list[str], sort_metric: str,
-                  ascending: bool) -> str:
+                  ascending: bool, feasible_only: bool = True) -> str:
         """Save the runs-table view of a parent's child runs as an MLflow shared view: only
-        its children (flat), sorted by ``sort_metric``, with ``metrics`` and ``params`` (the
-        axes) as columns; the experiment's latest view. Returns its share key (the parent id),
-        opened by :func:`ui_link` ``view=``."""
+        its children (flat), with ``feasible_only`` only the feasible ones (:func:`view_filter`:
+        an infeasible point still carries ``iteration_time_s`` and would top the objective
+        order), sorted by ``sort_metric``, with ``metrics`` and ``params`` (the axes) as
+        columns; the experiment's latest view. Returns its share key (the parent id), opened
+        by :func:`ui_link` ``view=``."""
         t0 = time.perf_counter()
         keep = len(params)
         while True:  # a view too long for one tag value lists fewer axis columns
             columns = ([f"params.`{p}`" for p in params[:keep]]
                        + [f"metrics.`{m}`" for m in metrics])
-            state = {"searchFilter": f"tags.`{_TAG_PARENT}` = '{parent_id}'",
+            state = {"searchFilter": view_filter(parent_id, feasible_only),
                      "orderByKey": f"metrics.`{sort_metric}`", "orderByAsc": ascending,
                      "selectedColumns": columns, "columnOrder": columns,
                      "runsHiddenMode": "SHOW_ALL"}

@@ -22,9 +22,9 @@ import numpy as np
 import polars as pl
 
 from search.run.tables import ID_COLUMNS, TAIL_COLUMNS, Summary, best_rows
-from search.tracking.client import VIEW_METRICS, Tracker
+from search.tracking.client import FEASIBLE_CLAUSE, VIEW_METRICS, Tracker
 
-__all__ = ["POINT_METRICS", "PointLogger", "best_child_rows", "describe_sweep",
+__all__ = ["POINT_METRICS", "VIEW_NOTE", "PointLogger", "best_child_rows", "describe_sweep",
            "metric_columns", "point_metric_columns", "publish_sweep", "run_name", "short_names",
            "summary_metrics", "table_artifacts", "view_metrics"]
 
@@ -33,6 +33,11 @@ __all__ = ["POINT_METRICS", "PointLogger", "best_child_rows", "describe_sweep",
 #: runs table shows readable default columns; every column stays in the results table
 POINT_METRICS = ("iteration_time_s", "mfu", "peak_memory_gib", "exposed_comm_s", "bubble_s",
                  "samples_per_s", "tokens_per_s", "cost_usd_per_iter", "capex_usd")
+#: how the saved runs-table view's filter (:func:`~search.tracking.client.view_filter`) is
+#: changed to reach the infeasible points, for the parent run's description
+VIEW_NOTE = (f"The saved runs-table view lists the feasible ones (filter `` {FEASIBLE_CLAUSE} ``; "
+             "all when none is feasible); `` metrics.`feasible` = 0 `` in its search box lists "
+             "the infeasible ones (the reason: tag `simsweep.reason`), no clause every one.")
 #: rows of the results table logged as an MLflow table (previewed in the UI)
 TABLE_ROWS_MAX = 5000
 #: the largest artifact MLflow 3's UI previews ("Maximum file size for preview: 50MiB")
@@ -186,8 +191,8 @@ def describe_sweep(name: str, axes: list[str], fixed: Mapping[str, Any], summary
     if fixed:
         lines.append("Fixed: " + ", ".join(f"`{k}`={v}" for k, v in fixed.items()) + ".")
     lines += ["", "Child runs: one per point, named by its axis values; metrics: the objective, "
-              "the headline metrics and `feasible`. Artifacts: `results.csv` / `results.json` "
-              "(preview), `results.parquet` (every column), `plots/`."]
+              "the headline metrics and `feasible`. " + VIEW_NOTE + " Artifacts: `results.csv` / "
+              "`results.json` (preview), `results.parquet` (every column), `plots/`."]
     if csv_rows is not None and csv_rows < num_points:
         lines.append(f"`results.csv` holds the best {csv_rows:,} of the {num_points:,} points "
                      "(feasible first, by the objective): the whole table would pass the UI's "
@@ -266,7 +271,8 @@ def publish_sweep(tracker: Tracker, parent_id: str, frame: pl.DataFrame, summary
     metrics = point_metric_columns(frame, [summary.objective])
     children = tracker.log_children(parent_id, rows, axes, metrics)
     tracker.save_view(parent_id, axes, view_metrics(metrics, [summary.objective]),
-                      summary.objective, summary.direction != "maximize")
+                      summary.objective, summary.direction != "maximize",
+                      feasible_only=summary.num_feasible > 0)
     table = frame if frame.height <= TABLE_ROWS_MAX else summary.best
     tracker.log_table(parent_id, table, "results.json")
     if description:

@@ -29,7 +29,13 @@ from search.study.ask_tell import LoopStats
 from search.study.objectives import Objective
 from search.tracking.client import Tracker, flatten_params
 from search.tracking.errors import brief_error
-from search.tracking.publish import POINT_METRICS, PointLogger, run_name, view_metrics
+from search.tracking.publish import (
+    POINT_METRICS,
+    VIEW_NOTE,
+    PointLogger,
+    run_name,
+    view_metrics,
+)
 
 __all__ = ["StudyTracking", "best_frame", "describe_study"]
 
@@ -86,8 +92,8 @@ def describe_study(name: str, objectives: Sequence[Objective], space: Sequence[s
     lines = [f"**Optuna study `{name}`**: {n_trials} trials; {goal}; searched "
              + ", ".join(f"`{k}`" for k in space) + ".", "",
              "Child runs: one per trial, named by its parameters; best ones tagged "
-             "`simsweep.best = true`. Artifacts: `best_trials.json`, `results.json`, "
-             "`results.parquet`, `plots/`.", "", f"{kind} (feasible trials):", ""]
+             "`simsweep.best = true`. " + VIEW_NOTE + " Artifacts: `best_trials.json`, "
+             "`results.json`, `results.parquet`, `plots/`.", "", f"{kind} (feasible trials):", ""]
     lines.append(_markdown_table(best) if best.height else "(no feasible trial)")
     return "\n".join(lines)
 
@@ -219,7 +225,8 @@ class StudyTracking:
             self.tracker.save_view(
                 self.parent_id, space,
                 view_metrics([*names, *POINT_METRICS, "feasible"], names), names[0],
-                objectives[0].direction != "maximize")
+                objectives[0].direction != "maximize",
+                feasible_only=metrics["study.n_feasible"] > 0)
             self.tracker.describe(self.parent_id, describe_study(
                 study.study_name, objectives, space, len(study.trials), front))
             artifacts: list[tuple[Path, str | None]] = [(table, None)]

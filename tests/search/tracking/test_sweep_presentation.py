@@ -49,11 +49,12 @@ def test_sweep_reads_well_in_mlflow(ray_local, plan_for, tmp_path):
     assert plots["plots/sweep.html"] < 6_000_000  # one plotly bundle for the whole page
     page = (tmp_path / "sw" / "plots" / "sweep.html").read_text()
     assert page.count("plotly.js v") == 1 and '<script src="http' not in page  # offline
-    # the saved runs-table view the printed link opens: this sweep's children, sorted by the
+    # the saved runs-table view the printed link opens: this sweep's feasible children, sorted by the
     # objective, with the axes and a few metrics as columns
     view = json.loads(exp.tags[f"mlflow.sharedViewState.{parent.info.run_id}"])
     assert exp.tags["simsweep.view"] == parent.info.run_id
-    assert view["searchFilter"] == f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+    assert view["searchFilter"] == (f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' "
+                                    "and metrics.`feasible` = 1")  # its feasible children
     assert view["orderByKey"] == "metrics.`iteration_time_s`" and view["orderByAsc"] is True
     assert view["selectedColumns"][:2] == ["params.`parallel.tp`",
                                            "params.`system.scaleout.bandwidth_GBps`"]
