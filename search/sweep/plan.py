@@ -244,6 +244,48 @@ def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray
     return out
 
 
+def _kind(value: object) -> str:
+    if isinstance(value, bool | int | float):
+        return type(value).__name__
+    return "text"
+
+
+def _check_mixed_axes(compose: Composer, fixed: tuple[str, ...], axes: Sequence[Axis],
+                      base: Combo) -> None:
+    """Check each value alone of an axis whose values are of different kinds (``2,abc``,
+    ``2,4.5``, ``true,maybe``), so that an error names the value as written: such an axis
+    becomes one column of a common type (text, or floats), and the first value of that column
+    (``'2'``, ``2.0``, ``'True'``) would be reported instead of the offending one.
+
+    A ``system.*`` leaf of the SystemSpec is checked as the hardware axis check types it
+    (:func:`~search.config.build.coerce_column`), any other key as its combinations are (its
+    group's schema and rules, on the config of the fixed overrides)."""
+    derived: _Derived | None = None
+    for ax in axes:
+        if ax.values is None or ax.is_group or len({_kind(v) for v in ax.values}) < 2:
+            continue
+        tp = None
+        if ax.key.startswith("system."):
+            tp = field_type(type(base.system), tuple(ax.key.split(".")[1:]))
+            if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+                tp = None
+        for value in ax.values:
+            if tp is not None:
+                single = np.empty(1, dtype=object)
+                single[0] = value
+                try:
+                    coerce_column(single if _kind(value) == "text" else np.asarray([value]), tp,
+                                  ax.key)
+                except InputError as err:  # named as written, not as a numpy scalar
+                    raise InputError(err.key, value, err.rule) from None
+                continue
+            assert base.cfg is not None
+            derived = derived or _Derived(compose, fixed, base.cfg)
+            override = f"{ax.key}={format_value(value)}"
+            if derived((override,)) is None:  # not applicable as a plain value: compose
+                validate_config(compose((*fixed, override)))
+
+
 def _combo(compose: Composer, overrides: tuple[str, ...], axis: bool = False,
            composed: DictConfig | dict[str, Any] | None = None,
            fidelity: str | None = None) -> Combo:
@@ -308,6 +350,7 @@ def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Seque
         columns = expand_grid(parsed.axes)
     n = len(next(iter(columns.values()))) if columns else 1
     base = _combo(compose, parsed.fixed, composed=base_cfg)
+    _check_mixed_axes(compose, parsed.fixed, parsed.axes, base)
     hardware = _hardware_axes(base, parsed.axes, columns)
     structural = [ax.key for ax in parsed.axes if ax.key not in hardware]
     combo_of, combos = _combos(compose, parsed.fixed, structural, columns, n, base)

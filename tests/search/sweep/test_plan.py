@@ -265,6 +265,24 @@ def test_a_structural_value_the_schema_refuses_names_its_key(plan_for):
         plan_for("parallel.no_such_key=1,2")
 
 
+@pytest.mark.parametrize(("axis", "key", "value"), [
+    ("parallel.tp=2,abc", "parallel.tp", "abc"),
+    ("parallel.tp=2,4.5", "parallel.tp", 4.5),
+    ("parallel.tp=abc,2", "parallel.tp", "abc"),
+    ("system.scaleout.bandwidth_GBps=25,fast", "system.scaleout.bandwidth_GBps", "fast"),
+    ("system.scaleout.bandwidth_GBps=25,true", "system.scaleout.bandwidth_GBps", True),
+    ("parallel.sequence_parallel=true,maybe", "parallel.sequence_parallel", "maybe"),
+])
+def test_an_axis_of_mixed_kinds_names_the_offending_value(plan_for, axis, key, value):
+    """The values of such an axis share one column type (text, floats); the error names the
+    value as written, not its converted first value ('2', 2.0, 'True')."""
+    with pytest.raises(InputError) as err:
+        plan_for(axis)
+    assert err.value.key == key
+    assert err.value.value == value and type(err.value.value) is type(value)
+    assert f"{key}={value!r}: " in str(err.value)
+
+
 def test_a_scaleout_axis_beside_scaleout_dims_is_refused(plan_for):
     """With scale-out dims the scale-out fabric is their fold: a swept value there would be
     replaced in a full composition but kept by the batch, so the sweep refuses it."""
