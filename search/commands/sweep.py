@@ -25,7 +25,8 @@ _OPTIONS = [
     ("KEY=VALUE", "any config value, e.g. workload=gpt3_175b system.num_gpus=1024"),
     ("sweep.mode=random", "random sampling; sweep.num_points=N points, sweep.seed=S"),
     ("sweep.mode=sobol", "a scrambled Sobol' design of sweep.num_points (best a power of 2)"),
-    ("sweep.objective=KEY", "the metric ranking the best points (sweep.direction=maximize)"),
+    ("sweep.objective=KEY", "the result column ranking the best points (throughput and MFU "
+     "maximized, the others minimized; sweep.direction=minimize|maximize overrides)"),
     ("sweep.output_dir=DIR", "the output folder (default outputs/sweep-<name>-<UTC time>)"),
     ("sweep.resume=true", "continue the sweep in sweep.output_dir; nothing is recomputed"),
     ("tracking.enabled=false", "no MLflow (results still in the output folder)"),

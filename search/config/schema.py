@@ -57,7 +57,7 @@ class SweepConf:
     output_dir: str | None = None  # default: outputs/sweep-<name>-<timestamp>
     resume: bool = False
     objective: str = "iteration_time_s"
-    direction: str = "minimize"  # minimize | maximize
+    direction: str = "auto"  # auto (the objective's own: objective_direction) | minimize | maximize
     top_k: int = 10
     progress: bool = True
     flush_interval_s: float = 2.0  # results are appended to parquet at least this often
@@ -138,7 +138,7 @@ _MIRRORS: dict[type, type] = {}
 _FIELD_TYPES: dict[tuple[str, str], Any] = {("SystemSpec", "pools"): Optional[list[Any]]}  # noqa: UP045
 _CHOICES: dict[str, tuple[str, ...]] = {
     "sweep.mode": ("grid", "random", "sobol"),
-    "sweep.direction": ("minimize", "maximize"),
+    "sweep.direction": ("auto", "minimize", "maximize"),
     "memory.kind": ("none", "per_node", "per_npu", "pool"),
 }
 
@@ -411,10 +411,25 @@ NUMBER_RULES: dict[str, tuple[float, bool, float | str | None, bool]] = {
 }
 
 
+#: result columns a sweep ranks by their largest value (``sweep.direction=auto``); every other
+#: objective (times, memory, cost, power) by its smallest
+MAXIMIZED = ("mfu", "model_tflops_per_gpu", "samples_per_s", "tokens_per_s")
+
+
+def objective_direction(name: str, direction: str = "auto") -> str:
+    """``direction`` (``minimize`` / ``maximize``) of a sweep's objective ``name``; ``auto``:
+    ``maximize`` for the columns of :data:`MAXIMIZED`, else ``minimize``."""
+    if direction != "auto":
+        return direction
+    return "maximize" if name in MAXIMIZED else "minimize"
+
+
 def check_objective(name: str, key: str = "sweep.objective") -> None:
-    """``name`` is a result column a sweep can rank by (an engine metric or a cost column)."""
+    """``name`` is a result column a sweep can rank by (an engine metric, a throughput or a
+    cost column)."""
     from simcore.engine.result import METRICS
 
-    known = {*METRICS, "cost_usd_per_iter", "capex_usd", "power_kw"}
+    known = {*METRICS, "samples_per_s", "tokens_per_s", "cost_usd_per_iter", "capex_usd",
+             "power_kw"}
     if name not in known and not (name.startswith("exposed_comm_") and name.endswith("_s")):
         raise InputError(key, name, f"unknown metric; one of {', '.join(sorted(known))}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from search.config.schema import objective_direction
 from search.sweep.plan import SweepPlan, _sha
 from simcore.errors import InputError
 
@@ -77,7 +78,8 @@ def prepare_output(plan: SweepPlan, cfg: DictConfig) -> tuple[Path, dict[str, An
         "name": str(sweep.name), "num_points": plan.num_points,
         "axes": plan.param_keys, "hardware_axes": sorted(plan.hardware),
         "fixed": list(plan.fixed), "objective": str(sweep.objective),
-        "direction": str(sweep.direction), "top_k": int(sweep.top_k),
+        "direction": objective_direction(str(sweep.objective), str(sweep.direction)),
+        "top_k": int(sweep.top_k),
         "created_utc": datetime.now(UTC).isoformat(),
         "tracking": OmegaConf.to_container(cfg.tracking, resolve=True),
         "parent_run_id": None, "tracking_synced": False,
