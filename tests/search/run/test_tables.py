@@ -78,3 +78,19 @@ def test_infeasible_counts_group_many_rows_by_their_reason_code():
     s = summarize(frame, "iteration_time_s", "minimize", top_k=3)
     assert s.infeasible_by_reason == {"out of memory": 1_000, "parallel.tp": 1_000}
     assert s.best["point_id"].to_list() == [2, 5, 8]  # ties in table order
+
+
+def test_the_best_points_table_prints_significant_digits():
+    """A small workload's cost per iteration (a few millionths of a dollar) and sub-millisecond
+    times keep their digits: fixed decimals printed them as 0.0000."""
+    ids = np.arange(3, dtype=np.int64)
+    cols = {"iteration_time_s": np.asarray([1.5931e-3, 5.5042e-3, 12.345678]),
+            "cost_usd_per_iter": np.asarray([3.0496e-6, 1.0536e-5, 0.25]),
+            "bubble_s": np.zeros(3), "feasible": np.ones(3, dtype=bool),
+            "reason": np.asarray(["", "", ""], dtype=object)}
+    frame = batch_frame(ids, [f"h{i}" for i in ids], {"parallel.tp": ids + 1}, cols, 0, "n1")
+    text = format_summary(summarize(frame, "iteration_time_s", "minimize", 3), ["parallel.tp"],
+                          ["iteration_time_s", "cost_usd_per_iter", "bubble_s"])
+    for shown in ("0.0015931", "3.0496e-06", "1.0536e-05", "12.346", "0.25"):
+        assert shown in text, shown
+    assert "0.0000" not in text
