@@ -65,14 +65,21 @@ def _is_sweep(parser: Any, arg: str) -> bool:
         return False
 
 
+#: trials of the best set (a Pareto front) printed at the end of a search
+BEST_SHOWN = 20
+
+
 def _print_best(setup: Any, outcome: Any) -> None:
     names = [o.name for o in setup.objectives]
     label = "best trial" if len(names) == 1 else f"Pareto front ({len(outcome.best)} trials)"
     print(f"{label} (feasible only), objectives: {', '.join(names)}")
-    for trial in outcome.best[:20]:
+    for trial in outcome.best[:BEST_SHOWN]:
         values = ", ".join(f"{n}={v:.6g}" for n, v in zip(names, trial.values, strict=True))
         params = " ".join(f"{k}={v}" for k, v in trial.params.items())
         print(f"  #{trial.number}: {values}  |  {params}")
+    if len(outcome.best) > BEST_SHOWN:
+        print(f"  ... and {len(outcome.best) - BEST_SHOWN} more on the front, not shown "
+              "(all: best_trials.json of the MLflow parent run; every trial: the results table)")
     if not outcome.best:
         print("  (no feasible trial yet: widen the space or add trials)")
 
