@@ -131,10 +131,16 @@ _PARENT_PARAMS = ("workload.name", "system.name", "system.num_gpus", "parallel.g
                   "parallel.tp", "parallel.pp", "fidelity", "sweep.mode", "sweep.objective")
 
 
+def _swept(key: str, axes: list[str]) -> bool:
+    """``key`` is an axis or lies in a swept config group (``workload.name`` when ``workload``
+    is an axis: the fixed config holds only the first option's)."""
+    return any(key == a or key.startswith(a.replace("/", ".") + ".") for a in axes)
+
+
 def _parent_params(config: dict[str, Any], axes: list[str]) -> dict[str, str]:
     """A few headline settings; a swept key is named by its axis, not a value."""
     flat = flatten_params(config)
-    out = {k: flat[k] for k in _PARENT_PARAMS if k in flat and k not in axes}
+    out = {k: flat[k] for k in _PARENT_PARAMS if k in flat and not _swept(k, axes)}
     out["sweep.axes"] = ", ".join(axes)[:6000]
     return out
 
