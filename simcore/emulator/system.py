@@ -217,21 +217,35 @@ class SystemLayer:
         queue.insert(pos, stream)
 
     def _advance(self, stream: _Stream) -> None:
-        """Move ``stream`` to its next phase (``proceed_to_next_vnet_baseline``)."""
-        previous = stream.phases[stream.phase].queue if stream.phase >= 0 else -1
-        if previous >= 0:
-            self._queues[previous].remove(stream)
-        stream.phase += 1
-        stream.initialized = False
-        if stream.phase == len(stream.phases):
+        """Move ``stream`` to its next phase (``proceed_to_next_vnet_baseline``).
+
+        After its last phase the collective is told first (``notify_stream_finished``), while the
+        stream is still in its queue, running and counted: the callback may issue the next
+        collective at once, and its streams queue behind this one, so ``_fill`` indexing the queue
+        by the running count starts the right ones (ASTRA-sim's scheduler unit starts streams from
+        ``begin() + running_streams`` and erases the finished stream only after the callback).
+        Then the stream leaves the queue and its slot is refilled.
+        """
+        phase = stream.phase
+        previous = stream.phases[phase].queue if phase >= 0 else -1
+        if phase + 1 == len(stream.phases):
             coll = stream.coll
             coll.left -= 1
             if coll.left == 0:
                 coll.on_done(coll.arg)
-        else:
-            queue_id = stream.phases[stream.phase].queue
-            self._insert(self._queues.setdefault(queue_id, []), stream)
-            self._fill(queue_id)
+            stream.phase = phase + 1
+            stream.initialized = False
+            self._queues[previous].remove(stream)
+            self._running[previous] -= 1
+            self._fill(previous)
+            return
+        if previous >= 0:
+            self._queues[previous].remove(stream)
+        stream.phase = phase + 1
+        stream.initialized = False
+        queue_id = stream.phases[phase + 1].queue
+        self._insert(self._queues.setdefault(queue_id, []), stream)
+        self._fill(queue_id)
         if previous >= 0:
             self._running[previous] -= 1
             self._fill(previous)
