@@ -20,7 +20,7 @@ from typing import Any
 
 from simcore.emulator.specs import NetworkDimSpec, NetworkSpec
 from simcore.emulator.specs import SystemSpec as AstraSystemSpec
-from simcore.errors import require
+from simcore.errors import InputError, require
 from simcore.specs.system import SystemSpec, TopologyDimSpec
 
 __all__ = ["DATASET_SPLITS", "ENDPOINT_DELAY_NS", "GIB_PER_GB", "NetDim", "astra_system_spec",
@@ -71,9 +71,29 @@ def astra_system_spec(num_dims: int, hbm_GBps: float) -> AstraSystemSpec:
         reduce_scatter_implementation=algos, all_to_all_implementation=algos)
 
 
+def _exportable(system: SystemSpec) -> list[tuple[TopologyDimSpec, int]]:
+    """The network dimensions of ``system``, refusing what ASTRA-sim's inputs cannot describe:
+    mixed device pools (one ``local-mem-bw``, one bandwidth per dimension: the files would carry
+    pool 0's hardware while compute durations differ per pool; the astra fidelity refuses them
+    too) and a dimension of one NPU (the analytical network needs ``npus_count`` > 1, reference
+    §2.2)."""
+    if not system.uniform_devices:
+        raise InputError("system.pools", [p.accelerator.name if p.accelerator else None for p in system.devices],
+                         "not exported: ASTRA-sim has one device type (one local-mem-bw, one bandwidth per "
+                         "network dimension) and these pools differ in accelerator, calibration or scale-up; "
+                         "simulate them with fidelity=calibrated")
+    dims = _dims(system)
+    if dims[0][1] < 2:
+        key, value = (("system.num_gpus", system.num_gpus) if system.num_gpus < 2
+                      else ("system.gpus_per_node", system.gpus_per_node))
+        raise InputError(key, value, "not exported: ASTRA-sim's analytical network needs more than one NPU "
+                                     "per dimension (npus_count > 1)")
+    return dims
+
+
 def system_json(system: SystemSpec) -> dict[str, Any]:
-    """``<prefix>.system.json``."""
-    algos = ["ring"] * len(_dims(system))
+    """``<prefix>.system.json`` (an InputError for what the files cannot describe, :func:`_exportable`)."""
+    algos = ["ring"] * len(_exportable(system))
     return {
         "scheduling-policy": SCHEDULING, "endpoint-delay": ENDPOINT_DELAY_NS,
         "active-chunks-per-dimension": ACTIVE_CHUNKS, "preferred-dataset-splits": DATASET_SPLITS,
@@ -86,8 +106,8 @@ def system_json(system: SystemSpec) -> dict[str, Any]:
 
 
 def network_yaml(system: SystemSpec) -> str:
-    """``<prefix>.network.yml`` (ASTRA-sim's analytical network input)."""
-    dims = _dims(system)
+    """``<prefix>.network.yml`` (ASTRA-sim's analytical network input; :func:`_exportable`)."""
+    dims = _exportable(system)
     return (f"topology: [ {', '.join(d.kind for d, _ in dims)} ]\n"
             f"npus_count: [ {', '.join(str(n) for _, n in dims)} ]\n"
             f"bandwidth: [ {', '.join(f'{d.bandwidth_GBps * GIB_PER_GB:.6f}' for d, _ in dims)} ]\n"
