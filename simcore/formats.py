@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from simcore.emulator.load import read_programs
     from simcore.emulator.run import simulate_astra
     from simcore.network.collectives.et_graphs import build_collective, write_collective
-    from simcore.traces.chakra.et import read_trace
+    from simcore.traces.chakra.et import check_prefix, read_trace
     from simcore.traces.chakra.export import write_comm_groups, write_traces
     from simcore.traces.chakra.json import trace_to_json
     from simcore.traces.msccl import msccl_to_traces
@@ -41,6 +41,7 @@ _LAZY = {
     "read_programs": "simcore.emulator.load", "simulate_astra": "simcore.emulator.run",
     "build_collective": "simcore.network.collectives.et_graphs",
     "write_collective": "simcore.network.collectives.et_graphs", "read_trace": "simcore.traces.chakra.et",
+    "check_prefix": "simcore.traces.chakra.et",
     "write_comm_groups": "simcore.traces.chakra.export", "write_traces": "simcore.traces.chakra.export",
     "trace_to_json": "simcore.traces.chakra.json", "msccl_to_traces": "simcore.traces.msccl",
 }
@@ -52,6 +53,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "astra_system_files",
     "build_collective",
+    "check_prefix",
     "chrome_trace",
     "msccl_to_traces",
     "read_comm_groups",

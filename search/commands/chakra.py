@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from simcore.formats import read_trace
+from simcore.formats import check_prefix, read_trace
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,9 +61,9 @@ def _export(args: argparse.Namespace) -> int:
     from search.config.compose import compose
     from simcore.formats import astra_system_files, write_comm_groups, write_workload
 
+    out = check_prefix(args.out, "--out")
     model, parallel, system = build_specs(compose(list(args.overrides)))
     system_json, network_yaml = astra_system_files(system)
-    out = str(args.out)
     paths, nodes, groups = write_workload(out, model, parallel, system)
     write_comm_groups(f"{out}.comm_groups.json", groups)
     Path(f"{out}.system.json").write_text(json.dumps(system_json, indent=1) + "\n")
@@ -84,6 +84,7 @@ def _export(args: argparse.Namespace) -> int:
 def _collective(args: argparse.Namespace) -> int:
     from simcore.formats import build_collective, write_collective
 
+    check_prefix(args.out, "--out")
     traces = build_collective(args.algorithm, args.collective, args.ranks, args.size, args.reduce_micros)
     paths = write_collective(args.out, traces)
     print(f"wrote {len(paths)} ET files {args.out}.<rank>.et")
@@ -93,6 +94,7 @@ def _collective(args: argparse.Namespace) -> int:
 def _msccl(args: argparse.Namespace) -> int:
     from simcore.formats import msccl_to_traces, write_collective
 
+    check_prefix(args.out, "--out")
     paths = write_collective(args.out, msccl_to_traces(Path(args.xml), args.size))
     print(f"wrote {len(paths)} ET files {args.out}.<rank>.et")
     return 0

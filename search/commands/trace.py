@@ -47,6 +47,9 @@ def main(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as stop:
         return int(stop.code or 0)
+    from simcore.formats import check_prefix
+
+    check_prefix(args.out, "--out")
     try:
         kwargs = json.loads(args.kwargs)
     except json.JSONDecodeError as err:

@@ -32,6 +32,7 @@ __all__ = [
     "NodeType",
     "Ragged",
     "StrColumn",
+    "check_prefix",
     "read_paths",
     "read_trace",
     "read_traces",
@@ -66,13 +67,28 @@ def read_trace(path: str | os.PathLike[str], *, cache: bool = True) -> EtTrace:
     return trace
 
 
+def check_prefix(prefix: str | os.PathLike[str], key: str = "prefix") -> str:
+    """``prefix`` as a string, or an InputError naming ``key`` if its file-name part is empty.
+
+    Files are ``<prefix>.<rank>.et``: a prefix ending in a path separator (``runs/``) or naming
+    ``.`` / ``..`` would make hidden files (``runs/.0.et``) that a reader taking the prefix as a
+    path (``runs/`` = ``runs``) looks for elsewhere; writers and readers refuse it alike.
+    """
+    text = os.fspath(prefix)
+    if not text or text.endswith(("/", os.sep)) or os.path.basename(text) in ("", ".", ".."):
+        raise InputError(key, text, "needs a file name after the last '/': the files are <prefix>.<rank>.et "
+                                    "(e.g. runs/w -> runs/w.0.et)")
+    return text
+
+
 def trace_paths(prefix: str | os.PathLike[str], num_ranks: int | None = None) -> list[str]:
     """The files ``<prefix>.<rank>.et`` for ranks 0..num_ranks-1 (all present ones if None).
 
     Raises:
-        InputError: no file matches, or the ranks found are not 0..R-1.
+        InputError: no file matches, the ranks found are not 0..R-1, or the prefix has no file
+            name (:func:`check_prefix`).
     """
-    pre = Path(prefix)
+    pre = Path(check_prefix(prefix, "workload"))
     if num_ranks is not None:
         paths = [f"{pre}.{r}.et" for r in range(num_ranks)]
         folder = pre.parent if str(pre.parent) else Path(".")

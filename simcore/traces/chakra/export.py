@@ -35,6 +35,7 @@ from simcore.errors import InputError
 from simcore.ir.graph import Graph, NodeKind
 from simcore.traces.chakra.build import AttrValue, EtTraceBuilder
 from simcore.traces.chakra.encode import encode_trace
+from simcore.traces.chakra.et import check_prefix
 from simcore.traces.chakra.trace import EtTrace
 
 __all__ = ["graph_to_traces", "write_comm_groups", "write_files", "write_traces"]
@@ -111,7 +112,8 @@ def graph_to_traces(
 
 
 def write_traces(prefix: str | Path, traces: Sequence[EtTrace]) -> list[Path]:
-    """Write ``<prefix>.<rank>.et`` for each trace (creating the folder)."""
+    """Write ``<prefix>.<rank>.et`` for each trace (creating the folder; :func:`check_prefix`)."""
+    check_prefix(prefix)
     paths = []
     for r, t in enumerate(traces):
         p = Path(f"{prefix}.{r}.et")
@@ -122,7 +124,9 @@ def write_traces(prefix: str | Path, traces: Sequence[EtTrace]) -> list[Path]:
 
 
 def write_files(prefix: str | Path, files: Iterable[tuple[int, bytes]]) -> list[Path]:
-    """Write ``<prefix>.<rank>.et`` for each (rank, encoded trace) (creating the folder)."""
+    """Write ``<prefix>.<rank>.et`` for each (rank, encoded trace) (creating the folder;
+    :func:`check_prefix`)."""
+    check_prefix(prefix)
     Path(f"{prefix}.0.et").parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for r, data in files:

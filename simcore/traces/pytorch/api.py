@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from simcore.traces.chakra.et import read_trace, write_trace
+from simcore.traces.chakra.et import check_prefix, read_trace, write_trace
 from simcore.traces.pytorch.chakra_io import step_from_trace, step_to_trace
 from simcore.traces.pytorch.step import TracedStep
 
@@ -49,7 +49,7 @@ def trace_model(path: str, inputs: Sequence[str], *, dtype: str = "float32",
 def write_step(prefix: str | os.PathLike[str], step: TracedStep,
                micros: Sequence[int] | None = None) -> str:
     """Write ``step`` to ``<prefix>.0.et``; returns the path."""
-    path = f"{prefix}.0.et"
+    path = f"{check_prefix(prefix)}.0.et"
     write_trace(path, step_to_trace(step, micros))
     return path
 
@@ -72,6 +72,7 @@ def import_execution_trace(path: str | os.PathLike[str], prefix: str | os.PathLi
     """
     from simcore.traces.pytorch.et_import import et_to_chakra, et_to_step, read_pytorch_et
 
+    check_prefix(prefix)
     data = read_pytorch_et(path)
     if kineto is not None:
         from simcore.traces.pytorch.kineto_link import link_kineto, read_kineto
