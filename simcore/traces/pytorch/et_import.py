@@ -283,6 +283,68 @@ def _is_view(n: dict[str, Any], attrs: dict[str, Any]) -> bool:
     return n["name"] in NO_KERNEL or ("(a)" in ret and "!" not in ret) or not n["name"].startswith("aten::")
 
 
+def _parameters(tree: _Tree, top: list[int]) -> tuple[set[int], set[tuple[str, str]]]:
+    """(storage ids the optimizer step updates in place: the first argument of its in-place aten
+    ops, ``add_`` or ``_foreach_add_``; (type, shape) of every accumulated gradient)."""
+    updated: set[int] = set()
+    for i in top:
+        if _phase_of(tree.nodes[i]["name"], PHASES.index("forward")) == PHASES.index("optimizer"):
+            for k in tree.descendants(i):
+                n = tree.nodes[k]
+                ins = n.get("inputs", {})
+                if n["name"].endswith("_") and ins.get("values"):
+                    updated.update(s for s, _, _ in _tensors({"values": ins["values"][:1],
+                                                              "types": ins.get("types", [])[:1]}))
+    grads: set[tuple[str, str]] = set()
+    for n in tree.nodes.values():
+        if n["name"].endswith("torch::autograd::AccumulateGrad"):
+            ins = n.get("inputs", {})
+            grads.update((str(t), json.dumps(sh)) for sh, t in zip(ins.get("shapes", []), ins.get("types", []),
+                                                                  strict=False) if str(t).startswith("Tensor("))
+    return updated, grads
+
+
+def _batch_size(tree: _Tree, top: list[int]) -> int:
+    """Dim 0 of the model's first input: the first tensor a forward op reads (in call order, an op
+    before the ops it calls) that no earlier op wrote and that is not a parameter; 1 if none.
+
+    Inputs, labels and parameters all exist before the step; parameters are told apart by the
+    step itself (:func:`_parameters`): the tensors the optimizer updates in place (by storage
+    id), or without an optimizer step, tensors of the shape and type
+    of an accumulated gradient (``AccumulateGrad``'s input). An ET of a forward pass alone
+    carries neither, and its first pre-existing tensor is taken.
+    """
+    forward = PHASES.index("forward")
+    updated, grads = _parameters(tree, top)
+    written: set[int] = set()
+
+    def first(i: int) -> int | None:
+        n = tree.nodes[i]
+        if _phase_of(n["name"], forward) != forward:
+            return None
+        ins = n.get("inputs", {})
+        for value, shape, typ in zip(ins.get("values", []), ins.get("shapes", []), ins.get("types", []),
+                                     strict=False):
+            if not (str(typ).startswith("Tensor(") and _is_tensor(value) and isinstance(shape, list) and shape):
+                continue
+            storage = int(value[1])
+            param = storage in updated if updated else (str(typ), json.dumps(shape)) in grads
+            if storage not in written and not param:
+                return int(shape[0])
+        written.update(s for s, _, _ in _tensors(n.get("outputs", {})))
+        for k in tree.kids.get(i, []):
+            got = first(k)
+            if got is not None:
+                return got
+        return None
+
+    for i in top:
+        got = first(i)
+        if got is not None:
+            return got
+    return 1
+
+
 def et_to_step(data: dict[str, Any], name: str = "imported") -> TracedStep:
     """The leaf aten ops and the parameters of an execution trace (see the module docstring)."""
     _check(data, name)
@@ -325,10 +387,7 @@ def et_to_step(data: dict[str, Any], name: str = "imported") -> TracedStep:
                 writer[s] = len(ops) - 1
 
     top = tree.top_level()
-    batch = next((int(shape[0]) for i in top for shape, typ in zip(
-        tree.nodes[i].get("inputs", {}).get("shapes", []),
-        tree.nodes[i].get("inputs", {}).get("types", []), strict=False)
-        if str(typ).startswith("Tensor(") and isinstance(shape, list) and shape), 1)
+    batch = _batch_size(tree, top)
     for i in top:
         visit(i, PHASES.index("forward"))
     if not ops:
