@@ -127,6 +127,16 @@ def _first_nonfinite(data: Any) -> tuple[str, float] | None:
     return None
 
 
+def decode_utf8(raw: bytes, source: str) -> str:
+    """``raw`` as UTF-8 text, or an InputError naming ``source`` and the first bad byte (a UTF-16
+    file, say: JSON and YAML inputs are UTF-8)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(source, f"byte {err.start}: 0x{raw[err.start:err.start + 1].hex()}",
+                         "must be UTF-8 text (save it as UTF-8, not UTF-16 or a legacy code page)") from None
+
+
 def load_json(text: str, source: str) -> Any:
     """Parse JSON text: ``NaN``/``Infinity`` and nesting deeper than ``json_depth`` are errors."""
     max_depth = int(limit("json_depth"))

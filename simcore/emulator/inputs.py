@@ -24,7 +24,7 @@ from simcore.emulator.specs import (
     SystemSpec,
 )
 from simcore.errors import InputError
-from simcore.limits import check_number, limit, load_json, load_yaml
+from simcore.limits import check_number, decode_utf8, limit, load_json, load_yaml
 
 __all__ = ["read_comm_groups", "read_network", "read_remote_memory", "read_system"]
 
@@ -64,10 +64,10 @@ _REQUIRED = ("scheduling-policy", "collective-optimization", "preferred-dataset-
 
 def _load_json(path: Path) -> Any:
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as err:
         raise InputError(str(path), "", f"cannot read: {err.strerror or err}") from None
-    return load_json(text, str(path))
+    return load_json(decode_utf8(raw, str(path)), str(path))
 
 
 def _int_bound(key: str) -> float:
@@ -113,10 +113,10 @@ def _per_node_map(path: Path, yaml_path: str) -> tuple[tuple[int, str], ...]:
     """Read the ``per-node-custom-implementation`` YAML map ``{node_id: prefix}``."""
     target = Path(yaml_path) if Path(yaml_path).is_absolute() else path.parent / yaml_path
     try:
-        text = target.read_text()
+        raw = target.read_bytes()
     except OSError as err:
         raise InputError(f"{path}:per-node-custom-implementation", yaml_path, f"unreadable YAML: {err}") from None
-    data = load_yaml(text, str(target))
+    data = load_yaml(decode_utf8(raw, str(target)), str(target))
     if not isinstance(data, dict):
         raise InputError(str(target), data, "must be a map from node id to path prefix")
     pairs = []
@@ -157,10 +157,10 @@ def read_network(path: str | Path) -> NetworkSpec:
     """Parse an analytical network YAML file (reference §2.2) into a :class:`NetworkSpec`."""
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as err:
         raise InputError(str(path), "", f"cannot read: {err.strerror or err}") from None
-    data = load_yaml(text, str(path))
+    data = load_yaml(decode_utf8(raw, str(path)), str(path))
     if not isinstance(data, dict):
         raise InputError(str(path), data, "must be a YAML map")
     lists: dict[str, list[Any]] = {}

@@ -33,6 +33,7 @@ from typing import overload
 import numpy as np
 from numpy.typing import NDArray
 
+from simcore.errors import InputError
 from simcore.traces.chakra._keys import categorize
 from simcore.traces.chakra._wire import PAD_BYTES, read_varints
 from simcore.traces.chakra.columns import scalar_as_int
@@ -352,6 +353,8 @@ class _Reader:
 
     def add(self, length: int, ranks: list[int], datas: dict[int, bytes]) -> None:
         """Patch or decode the files of ``ranks``, all ``length`` bytes long."""
+        if length == 0:  # as the decoder says of an empty stream (and a block of width 0 cannot be built)
+            raise InputError(self.paths[ranks[0]], "0 bytes", "empty trace: no GlobalMetadata message")
         width = _row_width(length)  # zero rows after the files: padding for 8-byte loads
         block = np.zeros((len(ranks) + -(-PAD_BYTES // width), width), dtype=np.uint8)
         for i, r in enumerate(ranks):

@@ -37,6 +37,7 @@ from typing import Any
 
 from simcore.errors import InputError
 from simcore.ir.graph import CommType
+from simcore.limits import decode_utf8
 from simcore.traces.chakra.build import AttrValue, EtTraceBuilder
 from simcore.traces.chakra.schema import AttrKind, NodeType
 from simcore.traces.chakra.trace import EtTrace
@@ -73,8 +74,8 @@ def read_pytorch_et(path: str | os.PathLike[str]) -> dict[str, Any]:
             ``name`` and ``ctrl_deps``).
     """
     try:
-        with open(path) as fh:
-            data = json.load(fh)
+        with open(path, "rb") as fh:
+            data = json.loads(decode_utf8(fh.read(), f"execution trace {path}"))
     except json.JSONDecodeError as err:
         raise InputError(f"execution trace {path}", "", f"is not JSON: {err}") from None
     _check(data, str(path))

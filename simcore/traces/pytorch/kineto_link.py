@@ -32,6 +32,7 @@ import os
 from typing import Any
 
 from simcore.errors import InputError
+from simcore.limits import decode_utf8
 
 __all__ = ["DEVICE_CATEGORIES", "link_kineto", "read_kineto"]
 
@@ -48,8 +49,8 @@ def read_kineto(path: str | os.PathLike[str]) -> dict[str, Any]:
         InputError: not JSON, or no ``traceEvents`` list.
     """
     try:
-        with open(path) as fh:
-            data = json.load(fh)
+        with open(path, "rb") as fh:
+            data = json.loads(decode_utf8(fh.read(), f"kineto trace {path}"))
     except json.JSONDecodeError as err:
         raise InputError(f"kineto trace {path}", "", f"is not JSON: {err}") from None
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
