@@ -21,6 +21,8 @@ import time
 
 from simcore.errors import InputError
 
+_JSON_TYPES = {list: "an array", str: "a string", type(None): "null", bool: "a boolean"}
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simsweep trace", description=__doc__.splitlines()[0])
@@ -54,6 +56,9 @@ def main(argv: list[str]) -> int:
         kwargs = json.loads(args.kwargs)
     except json.JSONDecodeError as err:
         raise InputError("--kwargs", args.kwargs, f"must be a JSON object: {err}") from None
+    if not isinstance(kwargs, dict):
+        raise InputError("--kwargs", args.kwargs, "must be a JSON object of the factory's keyword arguments, "
+                                                  f"e.g. '{{\"layers\": 24}}', not {_JSON_TYPES.get(type(kwargs), 'a number')}")
     if args.import_et:
         return _import(args.import_et, args.out, args.ranks, args.kineto)
     if not args.model or not args.input_shape:
@@ -61,8 +66,13 @@ def main(argv: list[str]) -> int:
     from simcore.formats import trace_model, write_step
 
     t0 = time.perf_counter()
-    step = trace_model(args.model, args.input_shape, dtype=args.dtype, optimizer=args.optimizer,
-                       kwargs=kwargs, blocks=args.blocks)
+    try:
+        step = trace_model(args.model, args.input_shape, dtype=args.dtype, optimizer=args.optimizer,
+                           kwargs=kwargs, blocks=args.blocks)
+    except InputError as err:
+        if err.key == "dtype":
+            raise InputError("--dtype", err.value, err.rule) from None
+        raise
     path = write_step(args.out, step)
     out = sys.stdout
     out.write(f"traced {args.model}: {len(step.ops)} ops, {step.num_params:,} parameters, "

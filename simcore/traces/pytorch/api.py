@@ -34,11 +34,18 @@ def trace_model(path: str, inputs: Sequence[str], *, dtype: str = "float32",
         blocks: attribute path of the repeated blocks (pipeline stages are cut between them).
 
     Raises:
-        InputError: PyTorch missing, a bad path or shape, or the model fails on the inputs.
+        InputError: PyTorch missing, a bad path, shape or dtype (key ``dtype``: not a floating
+            parameter dtype), or the model fails on the inputs.
     """
-    from simcore.traces.pytorch.load import build_model, make_inputs, parse_input
+    from simcore.traces.pytorch.load import (
+        build_model,
+        check_param_dtype,
+        make_inputs,
+        parse_input,
+    )
     from simcore.traces.pytorch.record import trace_step
 
+    check_param_dtype(dtype)
     for text in inputs:
         parse_input(text, dtype)  # shape errors before the (slower) model build
     model = build_model(path, kwargs, dtype)

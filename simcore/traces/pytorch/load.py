@@ -16,9 +16,18 @@ from typing import Any
 from simcore.errors import InputError
 from simcore.traces.pytorch.torch_import import require_torch
 
-__all__ = ["DTYPES", "build_model", "make_inputs", "parse_input"]
+__all__ = ["DTYPES", "PARAM_DTYPES", "build_model", "check_param_dtype", "make_inputs", "parse_input"]
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32")
+PARAM_DTYPES = ("float32", "float16", "bfloat16", "float64")  # nn.Module.to takes floating dtypes only
+
+
+def check_param_dtype(dtype: object) -> str:
+    """``dtype`` if it is a parameter dtype (:data:`PARAM_DTYPES`), else an InputError naming ``dtype``."""
+    if not isinstance(dtype, str) or dtype not in PARAM_DTYPES:
+        raise InputError("dtype", dtype, f"must be a floating parameter dtype: {', '.join(PARAM_DTYPES)} "
+                                         "(integer inputs: SHAPE:int64 in the input shape)")
+    return dtype
 
 
 def _factory(path: str) -> Any:
@@ -45,6 +54,7 @@ def build_model(path: str, kwargs: Mapping[str, Any] | None = None, dtype: str =
     Raises:
         InputError: the path does not import, or the factory fails or returns no module.
     """
+    check_param_dtype(dtype)
     torch = require_torch()
     factory = _factory(path)
     kw = dict(kwargs or {})
