@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"simsweep {name}: error: {_missing_module(err.name or '')}", file=sys.stderr)
         return 2
     except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as err:
-        print(f"simsweep {name}: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"simsweep {name}: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
     except Exception as err:  # the error boundary: one line + where the traceback went
         log = _write_traceback(name)

@@ -18,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from simcore.errors import InputError
 from simcore.formats import check_prefix, read_trace
 
 
@@ -47,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
 def _show(args: argparse.Namespace) -> int:
     from simcore.formats import trace_to_json
 
+    if args.limit is not None and args.limit < 0:
+        raise InputError("--limit", args.limit, "must be >= 0 (nodes printed after the metadata)")
     trace = read_trace(args.file, cache=False)
     out = sys.stdout
     for k, obj in enumerate(trace_to_json(trace)):

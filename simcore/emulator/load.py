@@ -13,12 +13,18 @@ from typing import overload
 
 import numpy as np
 
-from simcore.emulator.program import INT_ATTRS, RankProgram
+from simcore.emulator.program import INT_ATTRS, NodeType, RankProgram
 from simcore.errors import InputError
 from simcore.traces.chakra.et import EtTrace
 from simcore.traces.chakra.patch import RankTraces, read_rank_traces
 
 __all__ = ["LazyPrograms", "program_from_trace", "read_programs"]
+
+# integer attributes the node type that reads them must not give negative (absent is -1 in a program)
+# (a negative comm_size is refused with its bound when the trace is read)
+_USED_BY = {"comm_src": NodeType.RECV, "comm_dst": NodeType.SEND, "comm_type": NodeType.COLL}
+_RULES = {"comm_src": "must be an NPU id >= 0", "comm_dst": "must be an NPU id >= 0",
+          "comm_type": "unsupported collective comm type"}
 
 
 def _parents(trace: EtTrace) -> tuple[np.ndarray, np.ndarray]:
@@ -56,6 +62,12 @@ def program_from_trace(trace: EtTrace) -> RankProgram:
     for name in INT_ATTRS:
         values, present = trace.int_attr(name)
         ints[name] = np.where(present, values, -1).astype(np.int64)
+        used = _USED_BY.get(name)
+        if used is not None:  # -1 stands for "absent" from here on: a given negative value is named now
+            bad = present & (values < 0) & (trace.types == used)
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                raise InputError(f"{trace.path}:node {int(trace.ids[k])}:{name}", int(values[k]), _RULES[name])
     cpu_values, cpu_present = trace.int_attr("is_cpu_op")
     pg = trace.str_attr("pg_name")
     ptr_dims, dims = trace.list_attr("involved_dim")

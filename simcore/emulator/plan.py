@@ -66,7 +66,7 @@ def _world_dims(topo: Topology, npu: int, impl: tuple[str, ...], involved: tuple
                 ) -> list[tuple[tuple[int, ...], str, int, int]]:
     """(members, algorithm, window, queue) per logical dimension, skipping inactive ones."""
     if not impl:
-        raise InputError("implementation", impl, "the system config lists no algorithm for this collective")
+        raise InputError("implementation", None, "is missing from the system config; the workload issues this collective")
     base0, win0 = split_algorithm(impl[0])
     if base0.startswith("one"):
         return [(tuple(range(topo.npus)), base0, win0, 0)]
@@ -84,11 +84,21 @@ def _world_dims(topo: Topology, npu: int, impl: tuple[str, ...], involved: tuple
 def phases_for(spec: SystemSpec, topo: Topology, npu: int, comm: str, chunk: int,
                group: tuple[int, ...] | None, involved: tuple[bool, ...] | None) -> list[Phase]:
     """The phase list of one chunk of ``comm`` issued by ``npu``."""
-    delay = spec.endpoint_delay_ns
     if group is not None and len(group) < topo.npus:
         if len(group) == 1:  # a 1-NPU dimension is skipped: the collective has no phase at all
             return []
         return [Phase(comm, group, "ring", 0, chunk, 0, LOCAL_DELAY_NS)]
+    try:
+        return _world_phases(spec, topo, npu, comm, chunk, involved)
+    except InputError as err:  # name the system key of this collective
+        if err.key != "implementation":
+            raise
+        raise InputError(f"{comm.replace('_', '-')}-implementation", err.value, err.rule) from None
+
+
+def _world_phases(spec: SystemSpec, topo: Topology, npu: int, comm: str, chunk: int,
+                  involved: tuple[bool, ...] | None) -> list[Phase]:
+    delay = spec.endpoint_delay_ns
     dims = _world_dims(topo, npu, spec.implementation(comm), involved)
     phases: list[Phase] = []
     size = chunk

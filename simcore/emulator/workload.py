@@ -174,6 +174,8 @@ class WorkloadRank:
         if self.ctx.system.replay_only or comm_type == 5:
             self.ctx.events.after(self._runtime[i], self.finish, i)
             return
+        if comm_type < 0:  # absent (a negative value given is refused when the program is built)
+            raise InputError(f"{self._where(i)}:comm_type", None, "a collective needs comm_type")
         if comm_type not in _COMM:
             raise InputError(f"{self._where(i)}:comm_type", comm_type, "unsupported collective comm type")
         group = self.group_of(i)

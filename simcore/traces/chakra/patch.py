@@ -388,6 +388,8 @@ def _read_file(path: str) -> bytes:
             while chunk := os.read(fd, 1 << 20):
                 parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
+    except OSError as err:  # os.read's error (a directory opens, then fails to read) names no file
+        raise type(err)(err.errno, err.strerror, path) from None
     finally:
         os.close(fd)
 
