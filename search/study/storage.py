@@ -1,7 +1,7 @@
 """Optuna study set-up: storage, sampler, constraints and resume.
 
 * Storage: a local journal file (append-only, so a killed driver never corrupts it; written once
-  per batch through :class:`~search.journal_buffer.BufferedJournalFileBackend`; or per
+  per batch through :class:`~search.study.journal.BufferedJournalFileBackend`; or per
   operation under Optuna's file lock with ``journal_shared``, for several drivers on one host)
   or SQLite file under ``search.output_dir`` beside the results table, or any RDB URL when
   several drivers on several hosts share a study. Shared drivers join the study in any order;
@@ -31,11 +31,10 @@ from typing import Any
 import optuna
 from optuna.samplers import BaseSampler
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
-from optuna.storages.journal import JournalFileBackend
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from search.study.journal import BufferedJournalFileBackend
+from search.study.journal import BufferedJournalFileBackend, InterruptSafeJournalFileBackend
 from search.study.space import SearchSpace
 from simcore.errors import InputError
 
@@ -78,7 +77,7 @@ def make_storage(kind: str, output_dir: Path, study_name: str) -> BaseStorage:
         path = str(output_dir / f"{study_name}.journal")
         if kind == "journal":
             return JournalStorage(BufferedJournalFileBackend(path))
-        return JournalStorage(JournalFileBackend(path))
+        return JournalStorage(InterruptSafeJournalFileBackend(path))
     if kind == "sqlite":
         output_dir.mkdir(parents=True, exist_ok=True)
         return RDBStorage(f"sqlite:///{(output_dir / 'optuna.db').resolve()}")
