@@ -121,22 +121,48 @@ class SweepPlan:
     sweep_hash: str
     derived: dict[str, NDArray[Any]] = dataclasses.field(default_factory=dict)
     unused_file_axes: dict[str, str] = dataclasses.field(default_factory=dict)
+    group_cfgs: dict[str, DictConfig] = dataclasses.field(default_factory=dict)
+
+    def _headline_values(self) -> dict[str, dict[str, str]]:
+        """:data:`FIXED_KEYS` not swept -> {config-group choice: value} over the configs the
+        points start from: the base config, or with config-group axes the config of each
+        distinct choice of them (``parallel=megatron_tp8_pp8`` sets ``parallel.pp=8``)."""
+        swept = set(self.param_keys)
+        cfgs = self.group_cfgs or {"": self.base_cfg}
+        out: dict[str, dict[str, str]] = {}
+        for key in FIXED_KEYS:
+            if key in swept or _is_swept_group(key, swept):
+                continue
+            values = {label: str(v) for label, cfg in cfgs.items()
+                      if (v := OmegaConf.select(cfg, key)) is not None}
+            if values:
+                out[key] = values
+        return out
 
     @property
     def fixed_values(self) -> dict[str, str]:
-        """The headline keys every point shares (:data:`FIXED_KEYS` not swept), as composed."""
-        swept = set(self.param_keys)
-        out = {}
-        for key in FIXED_KEYS:
-            value = OmegaConf.select(self.base_cfg, key)
-            if key not in swept and value is not None and not _is_swept_group(key, swept):
-                out[key] = str(value)
-        return out
+        """The headline keys every point shares (:data:`FIXED_KEYS` not swept, and set alike
+        by every choice of the config-group axes), as composed."""
+        return {k: next(iter(v.values())) for k, v in self._headline_values().items()
+                if len(set(v.values())) == 1}
+
+    @property
+    def per_group_values(self) -> dict[str, dict[str, str]]:
+        """The headline keys a config-group axis sets differently per choice: key ->
+        {choice (``parallel=megatron_tp8_pp8``): value}."""
+        return {k: v for k, v in self._headline_values().items() if len(set(v.values())) > 1}
 
     def fixed_note(self) -> str:
-        """One line for the terminal: what stays fixed, and the sweep file's entries that a
-        command line naming axes left out (they are not merged: ``sweep=<name>`` keeps them)."""
+        """One line for the terminal: what stays fixed, the headline keys the config-group
+        axes set per choice, and the sweep file's entries that a command line naming axes
+        left out (they are not merged: ``sweep=<name>`` keeps them)."""
         text = "fixed: " + ", ".join(f"{k}={v}" for k, v in self.fixed_values.items())
+        varying = self.per_group_values
+        if varying:
+            labels = list(next(iter(varying.values())))
+            text += ("\n  (set by the config-group axes, per choice: " + "; ".join(
+                label + ": " + ", ".join(f"{k}={v[label]}" for k, v in varying.items()
+                                         if label in v) for label in labels) + ")")
         if self.unused_file_axes:
             name = self.base_cfg.sweep.name
             text += ("\n  (the command line names axes, so conf/sweep/" + str(name) + ".yaml is "
@@ -353,7 +379,7 @@ def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Seque
     _check_mixed_axes(compose, parsed.fixed, parsed.axes, base)
     hardware = _hardware_axes(base, parsed.axes, columns)
     structural = [ax.key for ax in parsed.axes if ax.key not in hardware]
-    combo_of, combos = _combos(compose, parsed.fixed, structural, columns, n, base)
+    combo_of, combos, group_cfgs = _combos(compose, parsed.fixed, structural, columns, n, base)
     hashes = _point_hashes(combos, combo_of, [columns[k] for k in hardware])
     sim_fixed = [t for t in parsed.fixed
                  if t.lstrip("+~").split("=")[0].split(".")[0] not in _RUN_GROUPS]
@@ -361,7 +387,7 @@ def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Seque
              "mode": str(sweep.mode), "seed": seed, "n": n, "base": base.config_hash}
     return SweepPlan(base_cfg, parsed.fixed, parsed.axes, columns, hardware, combos, combo_of,
                      hashes, _sha(json.dumps(ident, sort_keys=True)),
-                     pool_columns([c.system for c in combos], combo_of), unused)
+                     pool_columns([c.system for c in combos], combo_of), unused, group_cfgs)
 
 
 #: keys a sweep's terminal header reports as fixed when they are not swept
@@ -392,9 +418,12 @@ def pool_columns(systems: Sequence[Any], index: NDArray[np.int64]) -> dict[str, 
 
 
 def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],
-            columns: dict[str, NDArray[Any]], n: int, base: Combo) -> tuple[NDArray[np.int64], list[Combo]]:
+            columns: dict[str, NDArray[Any]], n: int, base: Combo,
+            ) -> tuple[NDArray[np.int64], list[Combo], dict[str, DictConfig]]:
+    """(combination of each point, the combinations, the config composed per distinct
+    config-group choice of the axes, labelled by its overrides: empty without such axes)."""
     if not structural:
-        return np.zeros(n, dtype=np.int64), [base]
+        return np.zeros(n, dtype=np.int64), [base], {}
     keys = [tuple(columns[k][i] for k in structural) for i in range(n)]
     index: dict[tuple[Any, ...], int] = {}
     combo_of = np.empty(n, dtype=np.int64)
@@ -414,7 +443,7 @@ def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],
         extra = tuple(f"{k}={format_value(v)}" for k, v in values.items())
         combos.append(_combo(compose, (*fixed, *extra), axis=True, composed=derived(extra),
                              fidelity=derived.fidelity))
-    return combo_of, combos
+    return combo_of, combos, {" ".join(k): v for k, v in derived.by_groups.items()}
 
 
 class _Derived:

@@ -167,6 +167,20 @@ def test_the_terminal_names_the_fixed_keys_and_the_sweep_file_entries_left_out(p
     assert chosen.unused_file_axes == {} and "not used" not in chosen.fixed_note()
 
 
+def test_the_fixed_line_leaves_out_what_a_config_group_axis_sets_and_shows_it_per_choice(plan_for):
+    plan = plan_for("system.num_gpus=64", "parallel.global_batch=64",
+                    "parallel=megatron_tp8_pp8,default")
+    assert "parallel.pp" not in plan.fixed_values and "parallel.tp" not in plan.fixed_values
+    assert plan.fixed_values["parallel.global_batch"] == "64"  # set on the command line
+    assert plan.per_group_values["parallel.pp"] == {"parallel=megatron_tp8_pp8": "8",
+                                                    "parallel=default": "1"}
+    note = plan.fixed_note()
+    assert "parallel.pp=1" not in note.splitlines()[0]
+    assert "parallel=megatron_tp8_pp8: parallel.tp=8, parallel.pp=8" in note
+    alike = plan_for("system.num_gpus=64", "parallel.pp=2", "parallel=megatron_tp8_pp8,default")
+    assert alike.fixed_values["parallel.pp"] == "2" and "parallel.pp" not in alike.per_group_values
+
+
 def test_point_hashes_follow_their_definition_value_by_value():
     """A point's hash is sha1("<combination config hash>|<repr of each hardware value>")[:16]
     (folders written earlier resume on it), also for values a table of distinct values could
