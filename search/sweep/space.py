@@ -156,6 +156,7 @@ def parse_overrides(
         InputError: a malformed override, an empty or repeated axis, glob on a non-group.
     """
     parsed = [(_parse_one(text), text) for text in cli]
+    _refuse_repeated_axes(parsed)
     cli_keys = {ov.key_or_group for ov, _ in parsed}
     for key, expr in file_axes.items():
         if key not in cli_keys:
@@ -169,6 +170,28 @@ def parse_overrides(
         else:
             fixed.append(text)
     return SweepPlanInput(tuple(fixed), tuple(axes))
+
+
+def _refuse_repeated_axes(parsed: Sequence[tuple[Any, str]]) -> None:
+    """A key given twice on the command line where either is a sweep axis
+    (``parallel.tp=1,2 parallel.tp=4``) is an error naming both. Hydra applies repeated
+    overrides in order, the last winning, and its multirun sweeper takes the product of both:
+    one axis would be silently lost (or every point repeated). Two single values keep Hydra's
+    rule (the last wins; the sweep's ``fixed:`` line shows it); a deletion (``~key``) may
+    precede its key."""
+    from hydra.core.override_parser.types import OverrideType
+
+    seen: dict[str, tuple[Any, str]] = {}
+    for ov, text in parsed:
+        if ov.type == OverrideType.DEL:
+            continue
+        key = ov.key_or_group
+        first = seen.setdefault(key, (ov, text))
+        if first[0] is not ov and (first[0].is_sweep_override() or ov.is_sweep_override()):
+            raise InputError(key, text.split("=", 1)[1] if "=" in text else text,
+                             f"given twice on the command line ({first[1]} and {text}); one "
+                             "would silently replace the other: give the key once (a list of "
+                             "values sweeps it)")
 
 
 def _column(values: Sequence[object]) -> NDArray[np.generic]:

@@ -119,3 +119,20 @@ def test_grid_refuses_an_interval_axis():
     axes = parse_overrides(["a=interval(1,2)"], {}, _opts).axes
     with pytest.raises(InputError, match="sweep.mode=random"):
         expand_grid(axes)
+
+
+@pytest.mark.parametrize("cli", [("parallel.tp=1,2", "parallel.tp=4"), ("parallel.tp=4", "parallel.tp=1,2"),
+                                 ("parallel.tp=1,2", "parallel.tp=4,8"),
+                                 ("parallel=default,megatron_tp8_pp8", "+parallel=default")])
+def test_a_key_given_twice_with_an_axis_is_refused_naming_both(cli):
+    key = cli[0].split("=")[0]
+    with pytest.raises(InputError, match="given twice") as err:
+        parse_overrides(list(cli), {}, _opts)
+    assert err.value.key == key and cli[0] in err.value.rule and cli[1] in err.value.rule
+
+
+def test_repeated_single_values_keep_hydras_last_wins_and_a_deletion_may_precede():
+    assert parse_overrides(["parallel.tp=1", "parallel.tp=4"], {}, _opts).fixed == (
+        "parallel.tp=1", "parallel.tp=4")
+    p = parse_overrides(["~parallel.foo", "+parallel.foo=1,2"], {}, _opts)
+    assert [a.key for a in p.axes] == ["parallel.foo"]
