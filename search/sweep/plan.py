@@ -307,7 +307,7 @@ def _check_mixed_axes(compose: Composer, fixed: tuple[str, ...], axes: Sequence[
                 continue
             assert base.cfg is not None
             derived = derived or _Derived(compose, fixed, base.cfg)
-            override = f"{ax.key}={format_value(value)}"
+            override = f"{ax.prefix}{ax.key}={format_value(value)}"
             if derived((override,)) is None:  # not applicable as a plain value: compose
                 validate_config(compose((*fixed, override)))
 
@@ -379,7 +379,9 @@ def make_plan(compose: Composer, options: Callable[[str], list[str]], cli: Seque
     _check_mixed_axes(compose, parsed.fixed, parsed.axes, base)
     hardware = _hardware_axes(base, parsed.axes, columns)
     structural = [ax.key for ax in parsed.axes if ax.key not in hardware]
-    combo_of, combos, group_cfgs = _combos(compose, parsed.fixed, structural, columns, n, base)
+    prefixes = {ax.key: ax.prefix for ax in parsed.axes if ax.prefix}
+    combo_of, combos, group_cfgs = _combos(compose, parsed.fixed, structural, columns, n, base,
+                                           prefixes)
     hashes = _point_hashes(combos, combo_of, [columns[k] for k in hardware])
     sim_fixed = [t for t in parsed.fixed
                  if t.lstrip("+~").split("=")[0].split(".")[0] not in _RUN_GROUPS]
@@ -419,9 +421,12 @@ def pool_columns(systems: Sequence[Any], index: NDArray[np.int64]) -> dict[str, 
 
 def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],
             columns: dict[str, NDArray[Any]], n: int, base: Combo,
+            prefixes: dict[str, str] | None = None,
             ) -> tuple[NDArray[np.int64], list[Combo], dict[str, DictConfig]]:
     """(combination of each point, the combinations, the config composed per distinct
-    config-group choice of the axes, labelled by its overrides: empty without such axes)."""
+    config-group choice of the axes, labelled by its overrides: empty without such axes).
+    ``prefixes``: axis key -> ``+`` / ``++`` as written (an addition stays one per value)."""
+    prefixes = prefixes or {}
     if not structural:
         return np.zeros(n, dtype=np.int64), [base], {}
     keys = [tuple(columns[k][i] for k in structural) for i in range(n)]
@@ -440,7 +445,7 @@ def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],
     for key in index:
         # per-pool share axes (parallel.work_shares.<i>) compose as one list, split explicit
         values = gather_work_shares(dict(zip(structural, key, strict=True)), base.cfg)
-        extra = tuple(f"{k}={format_value(v)}" for k, v in values.items())
+        extra = tuple(f"{prefixes.get(k, '')}{k}={format_value(v)}" for k, v in values.items())
         combos.append(_combo(compose, (*fixed, *extra), axis=True, composed=derived(extra),
                              fidelity=derived.fidelity))
     return combo_of, combos, {" ".join(k): v for k, v in derived.by_groups.items()}

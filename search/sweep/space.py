@@ -49,6 +49,8 @@ class Axis:
         integer: interval draws integers.
         log: interval draws log-uniformly.
         is_group: the key selects a config-group option rather than a value.
+        prefix: ``+`` or ``++`` as written (``+system.scaleout_dims=...``: an addition), kept
+            in each value's override.
     """
 
     key: str
@@ -59,6 +61,7 @@ class Axis:
     integer: bool = False
     log: bool = False
     is_group: bool = False
+    prefix: str = ""
 
     @property
     def size(self) -> int:
@@ -91,17 +94,24 @@ def _parse_one(text: str) -> Any:
 
 
 def _axis_from_override(ov: Any, text: str, options: Callable[[str], list[str]], seed: int) -> Axis:
-    from hydra.core.override_parser.types import ChoiceSweep, Glob, IntervalSweep, RangeSweep
+    from hydra.core.override_parser.types import (
+        ChoiceSweep,
+        Glob,
+        IntervalSweep,
+        OverrideType,
+        RangeSweep,
+    )
 
     key = ov.key_or_group
     is_group = bool(options(key))
+    prefix = {OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++"}.get(ov.type, "")
     val = ov.value()
     if isinstance(val, IntervalSweep):
         integer = isinstance(val.start, int) and isinstance(val.end, int)
         low, high = float(val.start or 0.0), float(val.end or 0.0)
         if not low < high or ("log" in val.tags and low <= 0):
             raise InputError(key, text, "interval(low, high) needs low < high (and low > 0 for log)")
-        return Axis(key, text, None, low, high, integer, "log" in val.tags)
+        return Axis(key, text, None, low, high, integer, "log" in val.tags, prefix=prefix)
     if isinstance(val, Glob):
         if not is_group:
             raise InputError(key, text, "glob(...) selects options of a config group only")
@@ -119,7 +129,7 @@ def _axis_from_override(ov: Any, text: str, options: Callable[[str], list[str]],
         raise InputError(key, text, "sweep axis has no values")
     if len(set(map(repr, values))) != len(values):
         raise InputError(key, text, "sweep axis repeats a value")
-    return Axis(key, text, tuple(values), is_group=is_group)
+    return Axis(key, text, tuple(values), is_group=is_group, prefix=prefix)
 
 
 def _check_range(key: str, text: str, val: Any) -> None:

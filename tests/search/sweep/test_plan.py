@@ -181,6 +181,13 @@ def test_the_fixed_line_leaves_out_what_a_config_group_axis_sets_and_shows_it_pe
     assert alike.fixed_values["parallel.pp"] == "2" and "parallel.pp" not in alike.per_group_values
 
 
+def test_an_unknown_key_added_with_plus_as_an_axis_is_named_unknown_with_the_known_keys(plan_for):
+    with pytest.raises(InputError) as err:  # not Hydra's advice to type what was typed
+        plan_for("+parallel.foo=1,2")
+    assert err.value.key == "parallel.foo" and "unknown key" in err.value.rule
+    assert "tp, pp" in err.value.rule and "+parallel.foo" not in err.value.rule
+
+
 def test_point_hashes_follow_their_definition_value_by_value():
     """A point's hash is sha1("<combination config hash>|<repr of each hardware value>")[:16]
     (folders written earlier resume on it), also for values a table of distinct values could
