@@ -32,6 +32,7 @@ and the sweep a ``sweep_hash``; resume and MLflow de-duplication rely on both.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -446,9 +447,59 @@ def _combos(compose: Composer, fixed: tuple[str, ...], structural: list[str],
         # per-pool share axes (parallel.work_shares.<i>) compose as one list, split explicit
         values = gather_work_shares(dict(zip(structural, key, strict=True)), base.cfg)
         extra = tuple(f"{prefixes.get(k, '')}{k}={format_value(v)}" for k, v in values.items())
-        combos.append(_combo(compose, (*fixed, *extra), axis=True, composed=derived(extra),
-                             fidelity=derived.fidelity))
+        try:
+            combos.append(_combo(compose, (*fixed, *extra), axis=True, composed=derived(extra),
+                                 fidelity=derived.fidelity))
+        except InputError as err:
+            raise _combination_error(err, extra, derived) from None
     return combo_of, combos, {" ".join(k): v for k, v in derived.by_groups.items()}
+
+
+def _combination_error(err: InputError, extra: tuple[str, ...], derived: _Derived) -> InputError:
+    """``err`` of one structural combination (``extra``: its axis values), named by the value
+    that caused it: a value override whose key the combination's config does not have gets
+    the key, and what is there instead (an index beyond a list: the list's length; a key not
+    in a section: the section's keys) in place of Hydra's text; and a combination choosing
+    config-group options (``workload=resnet50``) names them, so one bad combination does not
+    read as a fault of the whole sweep."""
+    groups = tuple(t for t in extra if "." not in t.split("=", 1)[0])
+    values = [t for t in extra if t not in groups and not t.startswith(("+", "~"))]
+    start = derived.base_cfg
+    if groups:  # the config of the combination's choices alone (an error path: compose)
+        with contextlib.suppress(InputError):
+            start = derived.compose((*derived.fixed, *groups))
+    where = f" (with {', '.join(groups)})" if groups else ""
+    for text in values:
+        key, _, value = text.partition("=")
+        if err.key not in (key, "overrides"):
+            continue
+        missing = _missing_path(start, key)
+        if missing is not None:
+            return InputError(key, value, missing + where)
+    return InputError(err.key, err.value, err.rule + where) if where else err
+
+
+def _missing_path(cfg: Any, key: str) -> str | None:
+    """Why dotted ``key`` is not in ``cfg`` (None when it is)."""
+    from omegaconf import ListConfig
+
+    parts = key.split(".")
+    node: Any = cfg
+    for i, part in enumerate(parts):
+        prefix = ".".join(parts[:i]) or "the config"
+        if isinstance(node, ListConfig):
+            if not part.isdigit() or int(part) >= len(node):
+                return (f"index {part} out of range: {prefix} has {len(node)} entr"
+                        + ("y (index 0)" if len(node) == 1 else
+                           f"ies (indices 0-{len(node) - 1})" if node else "ies"))
+            node = node._get_node(int(part))
+        elif isinstance(node, DictConfig):
+            if part not in node:
+                return f"{prefix} has no key {part!r}; its keys: {', '.join(map(str, node))}"
+            node = node._get_node(part)
+        else:
+            return f"{prefix} is a value, not a section"
+    return None
 
 
 class _Derived:

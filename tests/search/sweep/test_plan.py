@@ -188,6 +188,31 @@ def test_an_unknown_key_added_with_plus_as_an_axis_is_named_unknown_with_the_kno
     assert "tp, pp" in err.value.rule and "+parallel.foo" not in err.value.rule
 
 
+DIMS = ("system.num_gpus=64", "system.gpus_per_node=2",
+        "+system.scaleout_dims=[{kind: FullyConnected, size: 8, bandwidth_GBps: 100, latency_ns: "
+        "500}, {kind: Switch, size: 4, bandwidth_GBps: 50, latency_ns: 2000}]")
+
+
+def test_an_axis_index_beyond_the_scaleout_dims_names_the_key_the_index_and_the_count(plan_for):
+    with pytest.raises(InputError) as err:
+        plan_for(*DIMS, "system.scaleout_dims.2.bandwidth_GBps=5,50")
+    assert err.value.key == "system.scaleout_dims.2.bandwidth_GBps"
+    assert err.value.rule == "index 2 out of range: system.scaleout_dims has 2 entries (indices 0-1)"
+
+
+@pytest.mark.parametrize(("axes", "key", "rule", "where"), [
+    (("workload=gpt_1b,resnet50", "workload.num_layers=12,24"), "workload.num_layers",
+     "workload has no key 'num_layers'; its keys: family, name, depth", "workload=resnet50"),
+    (("system=dgx_h100_80g,mixed_h100_a100", "system.num_gpus=64"), "system.pools",
+     "pool counts must sum to num_gpus=64", "system=mixed_h100_a100")])
+def test_a_bad_combination_names_the_config_group_choice_that_caused_it(plan_for, axes, key, rule,
+                                                                       where):
+    with pytest.raises(InputError) as err:
+        plan_for(*axes)
+    assert err.value.key == key and err.value.rule.startswith(rule)
+    assert err.value.rule.endswith(f"(with {where})")
+
+
 def test_point_hashes_follow_their_definition_value_by_value():
     """A point's hash is sha1("<combination config hash>|<repr of each hardware value>")[:16]
     (folders written earlier resume on it), also for values a table of distinct values could
