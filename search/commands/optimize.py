@@ -146,6 +146,10 @@ def main(argv: list[str]) -> int:
     validate_config(cfg)
     if "search" not in cfg:
         raise InputError("search", None, "the config has no search group (conf/search/)")
+    if cfg.search.get("output_dir"):
+        from search.run.tables import check_output_folder
+
+        check_output_folder("search.output_dir", str(cfg.search.output_dir))
     groups = GroupComposer(compose, options, tuple(plain))  # config-group dimensions, if any
     from search.config.compose import split_value_overrides
 

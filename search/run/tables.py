@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from simcore.errors import InputError
 
-__all__ = ["ResultsStore", "Summary", "batch_frame", "best_rows", "format_summary", "summarize",
+__all__ = ["ResultsStore", "check_output_folder", "Summary", "batch_frame", "best_rows", "format_summary", "summarize",
            "write_table"]
 
 #: parquet compression of the parts written while a sweep runs: lz4 takes about half the CPU of
@@ -36,6 +36,21 @@ PART_COMPRESSION: Final = "lz4"
 ID_COLUMNS = ("point_id", "point_hash")
 TAIL_COLUMNS = ("feasible", "reason", "batch_id", "worker_node", "eval_start_unix_s",
                 "eval_wall_s")
+
+
+def check_output_folder(key: str, path: str | Path) -> None:
+    """``path`` (the value of ``key``, an output folder made on demand) is a folder or can be
+    made one: it and every part of it that exists are folders (a folder under a file would be
+    the operating system's bare ``Not a directory``, naming neither the key nor the file)."""
+    here = Path(path).absolute()
+    for part in (here, *here.parents):
+        if part.exists() or part.is_symlink():
+            if not part.is_dir():
+                where = "is a file" if part == here else f"lies under the file {part}"
+                raise InputError(key, str(path), f"{where}: the output folder must be a folder "
+                                 "or a path that can be made one")
+            return
+
 
 
 def batch_frame(point_ids: NDArray[np.int64], hashes: list[str],

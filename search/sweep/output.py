@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from search.config.schema import objective_direction
+from search.run.tables import check_output_folder
 from search.sweep.plan import SweepPlan, _sha
 from simcore.errors import InputError
 
@@ -58,8 +59,7 @@ def prepare_output(plan: SweepPlan, cfg: DictConfig) -> tuple[Path, dict[str, An
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = (Path("outputs") / f"sweep-{sweep.name}-{stamp}").resolve()
     path = out / MANIFEST
-    if out.exists() and not out.is_dir():
-        raise InputError("sweep.output_dir", str(out), "is a file, not a folder")
+    check_output_folder("sweep.output_dir", out)
     if sweep.resume and not path.exists():
         raise InputError("sweep.resume", str(out), "nothing to resume: the folder holds no sweep.json "
                          "(drop sweep.resume=true to start a new sweep there)")

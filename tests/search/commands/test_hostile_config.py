@@ -128,3 +128,21 @@ def test_unexpected_error_is_one_line_with_a_traceback_file(
     assert len(err.strip().splitlines()) == 1 and "RuntimeError: engine bug" in err, err
     logs = list((tmp_path / "logs").glob("simulate-*.log"))
     assert len(logs) == 1 and "Traceback" in logs[0].read_text() and str(logs[0]) in err
+
+
+@pytest.mark.parametrize("command", ["sweep", "search"])
+@pytest.mark.parametrize("under", ["afile", "afile/out"])
+def test_an_output_dir_that_is_or_lies_under_a_file_names_the_key_and_the_file(
+    command: str, under: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    rc = main([command, f"{command}.output_dir={under}", f"{command}.in_process=true",
+               "tracking.enabled=false"])
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if "error" in line]
+    assert rc == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert f"{command}.output_dir=" in lines[0] and "must be a folder" in lines[0], lines[0]
+    if under != "afile":
+        assert f"under the file {tmp_path / 'afile'}" in lines[0], lines[0]
