@@ -39,12 +39,34 @@ def main(argv: list[str]) -> int:
             folders.append(Path(arg))
     for folder in folders:
         if not (folder / "sweep.json").is_file():
-            if any(folder.glob("*.journal")) or (folder / "optuna.db").is_file():
+            if _is_study(folder):
                 raise InputError("output_dir", str(folder), "a search folder, not a sweep folder: "
                                  "rerun its `simsweep search` with search.resume=true to log "
                                  "its missing trials")
+            inside = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+            studies = [p for p in inside if _is_study(p)]
+            sweeps = [p for p in inside if (p / "sweep.json").is_file()]
+            if studies:
+                raise InputError("output_dir", str(folder), "a search's output folder, not a sweep "
+                                 f"folder: its study folder(s) {_names(studies)} hold the trials; "
+                                 "rerun its `simsweep search` with search.resume=true to log "
+                                 "their missing trials")
+            if sweeps:
+                raise InputError("output_dir", str(folder), "not a sweep folder (no sweep.json); "
+                                 f"the sweep folders inside: {_names(sweeps)}: sync those")
             raise InputError("output_dir", str(folder), "not a sweep folder (no sweep.json)")
         counts = publish_folder(folder.resolve(), uri)
         print(f"{folder}: {counts['points']} points; logged {counts['children']} child runs "
               f"and {counts['artifacts']} artifacts")
     return 0
+
+
+def _is_study(folder: Path) -> bool:
+    """A search's study folder: its Optuna journal or SQLite storage."""
+    return any(folder.glob("*.journal")) or (folder / "optuna.db").is_file()
+
+
+def _names(folders: list[Path], most: int = 5) -> str:
+    """The first ``most`` of ``folders``, and how many more."""
+    text = ", ".join(str(p) for p in folders[:most])
+    return text + (f" and {len(folders) - most} more" if len(folders) > most else "")

@@ -33,3 +33,19 @@ def test_ui_serves_the_local_store_on_localhost(tmp_path, monkeypatch):
     assert cmd[cmd.index("--default-artifact-root") + 1].endswith("/.simsweep/artifacts")
     other = ui_command(["--port=5050", "--uri", "http://example:5000"])
     assert "5050" in other and "--default-artifact-root" not in other
+
+
+def test_sync_on_a_searchs_output_dir_or_a_folder_of_sweeps_points_to_the_folders_inside(
+        capsys, tmp_path):
+    study = tmp_path / "search-out" / "gpt-study"
+    study.mkdir(parents=True)
+    (study / "gpt-study.journal").write_text("")
+    assert simsweep(["sync", str(tmp_path / "search-out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(study) in err and "search.resume=true" in err, err
+    sweep = tmp_path / "outputs" / "sweep-default-1"
+    sweep.mkdir(parents=True)
+    (sweep / "sweep.json").write_text("{}")
+    assert simsweep(["sync", str(tmp_path / "outputs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"sweep folders inside: {sweep}" in err, err
