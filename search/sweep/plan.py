@@ -10,7 +10,9 @@ the graph structure and differ only in numbers). Axes are split in two kinds:
   ~0.15 s for a Hydra composition), validated against the schemas and built into specs; a
   combination whose workload spec breaks one of the model's own rules (an unknown layer kind,
   a depth the family does not have) is a set of infeasible points with that one-line reason
-  (:class:`search.run.batch.InvalidModel`), not an error of the sweep;
+  (:class:`search.run.batch.InvalidModel`), not an error of the sweep, except a resource
+  bound of :mod:`simcore.limits` (``workload.num_layers`` beyond ``graph_layers``): a value
+  alone breaks it, so it is refused before any work, as a fixed value is;
 - *hardware* axes (``system.*`` leaves that keep the structure) are applied to the composed
   SystemSpec field by field inside the worker, so 10^5 points cost 10^5 small dataclass
   replacements, not 10^5 Hydra compositions. Every distinct hardware value is checked before
@@ -333,6 +335,8 @@ def _combo(compose: Composer, overrides: tuple[str, ...], axis: bool = False,
         try:
             build_model(cfg)
         except InputError as err:
+            if "(limit " in err.rule:  # a resource bound (simcore.limits) a value alone breaks:
+                raise  # refused before any work, as a fixed value is (README "Limits and bounds")
             invalid = InvalidModel(f"invalid_spec: {err}")
             return Combo(overrides, kept, invalid, build_parallel(cfg), build_system(cfg),
                          _sim_config_hash(cfg, fidelity), _sha(f"invalid|{overrides}"), fidelity)

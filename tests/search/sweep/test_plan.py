@@ -213,6 +213,14 @@ def test_a_bad_combination_names_the_config_group_choice_that_caused_it(plan_for
     assert err.value.rule.endswith(f"(with {where})")
 
 
+@pytest.mark.parametrize("axis", ["workload.num_layers=24,100000", "system.num_gpus=8,1000000"])
+def test_an_axis_value_beyond_a_resource_limit_is_refused_before_any_work(plan_for, axis):
+    key, values = axis.split("=")
+    with pytest.raises(InputError, match=r"\(limit graph_") as err:
+        plan_for(axis)
+    assert err.value.key == key and err.value.value == int(values.split(",")[1])
+
+
 def test_point_hashes_follow_their_definition_value_by_value():
     """A point's hash is sha1("<combination config hash>|<repr of each hardware value>")[:16]
     (folders written earlier resume on it), also for values a table of distinct values could
