@@ -63,6 +63,13 @@ def _compose_error(err: Exception, overrides: Sequence[str]) -> InputError:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     match = re.search(r"override '([^']+)'|'([^'/]+)/([^']+)'", lines[0] if lines else "")
     key, value = "overrides", " ".join(overrides)
+    merging = re.match(r"Error merging override ([^=\s]+)=(.*)$", lines[0] if lines else "")
+    if merging and err.__cause__ is not None:  # OmegaConf's reason, and where: not every override
+        cause = [ln.strip() for ln in str(err.__cause__).splitlines() if ln.strip()]
+        where = next((ln.split(":", 1)[1].strip() for ln in cause if ln.startswith("full_key:")),
+                     "")
+        rule = (cause[0] if cause else type(err.__cause__).__name__) + (f" ({where})" if where else "")
+        return InputError(merging.group(1), merging.group(2), f"cannot set it: {rule}")
     if match and match.group(1):
         key = match.group(1)
         value = next((o.split("=", 1)[1] for o in overrides

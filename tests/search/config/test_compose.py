@@ -9,6 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from search.config.compose import compose, split_value_overrides, with_value_overrides
+from simcore.errors import InputError
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 
@@ -144,3 +145,13 @@ def test_every_accelerator_topology_and_calibration_field_can_be_set(preset):
                        ("scaleout", TopologyDimSpec), ("calibration", CalibrationSpec)):
         missing = {f.name for f in fields(spec)} - set(system[node])
         assert not missing, (node, missing)
+
+
+def test_an_override_omegaconf_cannot_merge_is_named_with_its_reason_not_every_override():
+    dims = ("+system.scaleout_dims=[{kind: FullyConnected, size: 8, bandwidth_GBps: 100, "
+            "latency_ns: 500}, {kind: Switch, size: 4, bandwidth_GBps: 50, latency_ns: 2000}]")
+    with pytest.raises(InputError) as err:
+        compose(["system.num_gpus=64", "system.gpus_per_node=2", dims,
+                 "system.scaleout_dims.2.bandwidth_GBps=5"])
+    assert err.value.key == "system.scaleout_dims.2.bandwidth_GBps" and err.value.value == "5"
+    assert err.value.rule == "cannot set it: list index out of range (system.scaleout_dims[2])"
