@@ -163,7 +163,8 @@ def main(argv: list[str]) -> int:
     with ThreadPoolExecutor(1, thread_name_prefix="simsweep-tracking") as opener, \
             ExitStack() as pool_scope:
         opening = opener.submit(StudyTracking, cfg, setup.study_name, setup.output_dir,
-                                setup.objectives) if cfg.tracking.get("enabled", False) else None
+                                setup.objectives, list(setup.space.distributions),
+                                list(setup.space.derived)) if cfg.tracking.get("enabled", False) else None
         tracking = None
         try:
             runner = pool_scope.enter_context(study_runner(cfg))

@@ -103,16 +103,29 @@ _PARENT_PARAMS = ("workload.name", "system.name", "system.num_gpus", "parallel.g
                   "fidelity", "search.sampler", "search.n_trials", "search.objectives")
 
 
-def _parent_params(config: dict[Any, Any]) -> dict[str, str]:
+def _searched(key: str, space: Sequence[str]) -> bool:
+    """``key`` is a dimension or lies in a searched config group (``workload.name`` when
+    ``workload`` is a dimension: the base config holds only one option's)."""
+    return any(key == d or key.startswith(d.replace("/", ".") + ".") for d in space)
+
+
+def _parent_params(config: dict[Any, Any], space: Sequence[str],
+                   derived: Sequence[str] = ()) -> dict[str, str]:
+    """A few headline settings; a searched (or derived) key is named by its dimension in
+    ``search.space``, not by the base config's value."""
     flat = flatten_params({str(k): v for k, v in config.items()})
-    return {k: flat[k] for k in _PARENT_PARAMS if k in flat}
+    out = {k: flat[k] for k in _PARENT_PARAMS
+           if k in flat and not _searched(k, [*space, *derived])}
+    out["search.space"] = ", ".join(space)[:6000]
+    return out
 
 
 class StudyTracking:
     """Child runs per told batch and the parent's summary (see module docstring)."""
 
     def __init__(self, cfg: DictConfig, study_name: str, output_dir: Path,
-                 objectives: Sequence[Objective]) -> None:
+                 objectives: Sequence[Objective], space: Sequence[str] = (),
+                 derived: Sequence[str] = ()) -> None:
         tc = cfg.tracking
         experiment = str(tc.get("experiment") or f"search-{study_name}")
         self.tracker = Tracker(tc.get("uri"), experiment, float(tc.get("request_timeout_s", 10)))
@@ -129,7 +142,7 @@ class StudyTracking:
             assert isinstance(config, dict)
             self.parent_id = self.tracker.find_or_create_parent(
                 f"study:{study_name}@{output_dir.resolve()}", run_name=study_name,
-                params=_parent_params(config),
+                params=_parent_params(config, list(space), list(derived)),
                 tags={"simsweep.study": study_name, "simsweep.output_dir": str(output_dir)})
             self.logged = self.tracker.child_hashes(self.parent_id)
         except Exception as err:  # noqa: BLE001 - tracking must not stop the search
