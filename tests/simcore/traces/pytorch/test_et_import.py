@@ -26,17 +26,35 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def et_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Record one real training step (DDP over gloo, world size 1) with ExecutionTraceObserver."""
+    """Record one real training step (DDP over gloo, world size 1) with ExecutionTraceObserver.
+
+    The bucket all-reduce waits on its ``Work``, not on the future DDP waits on by default:
+    gloo opens the ``gloo:all_reduce`` record function on this thread and closes it on its
+    worker after completing the future, so with the default the step could go on before it
+    closed; the observer then filed ``copy_bucket_to_grad`` and ``Optimizer.step`` as its
+    children (a node it wrote late or not at all) and they were no top-level op (~0.5% of
+    recordings under load). ``Work.wait()`` returns after the record function closed."""
     import torch
     import torch.distributed as dist
     from torch.profiler import ExecutionTraceObserver
 
+    def allreduce_and_wait(_: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        buffer = bucket.buffer()  # world size 1: the sum is the mean, nothing to divide
+        dist.all_reduce(buffer)  # synchronous: Work.wait()
+        done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        done.set_result(buffer)
+        return done
+
+    # DDP checks the hook's annotations against the types; this module's are strings
+    allreduce_and_wait.__annotations__.update(bucket=dist.GradBucket,
+                                              **{"return": torch.futures.Future[torch.Tensor]})
     folder = tmp_path_factory.mktemp("et")
     dist.init_process_group("gloo", init_method=f"file://{folder / 'store'}", rank=0, world_size=1)
     try:
         torch.manual_seed(0)
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
             torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)))
+        model.register_comm_hook(None, allreduce_and_wait)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         x = torch.randn(BATCH, 16)
         model(x).pow(2).mean().backward()  # warm-up step outside the trace
