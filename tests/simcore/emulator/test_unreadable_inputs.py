@@ -10,17 +10,10 @@ from pathlib import Path
 import pytest
 
 from search.cli import main
+from tests.cli_output import one_line_error as _one_line
 from tests.simcore.emulator._et_files import one_collective_node, write_workload
 
 DATA = Path(__file__).parents[2] / "data" / "astra"
-
-
-def _one_line(rc: int, err: str, *needles: str) -> None:
-    assert rc == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err and "internal error" not in err, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def _argv(tmp_path: Path, **files: str) -> list[str]:

@@ -9,14 +9,7 @@ from pathlib import Path
 import pytest
 
 from search.cli import main
-
-
-def _one_line(rc: int, err: str, *needles: str) -> None:
-    assert rc == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err and "internal error" not in err, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
+from tests.cli_output import one_line_error as _one_line
 
 
 @pytest.mark.parametrize("dtype", ["float7", "int64", "int32", ""])

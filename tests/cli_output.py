@@ -1,0 +1,13 @@
+"""Checks of what a command prints, shared by the CLI tests."""
+
+from __future__ import annotations
+
+
+def one_line_error(rc: int, err: str, *needles: str) -> None:
+    """The command refused its input as bad input: exit 2 and one line on stderr, no traceback
+    and no "internal error", holding every one of ``needles``."""
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and "internal error" not in err, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
