@@ -38,12 +38,12 @@ def _p2p(rank: int, attrs: dict[str, Any]) -> list[dict[str, Any]]:
 def test_recv_peer_given_negative_or_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              attrs: dict[str, Any], needle: str) -> None:
     per_rank = [_p2p(0, attrs)] + [_p2p(r, {"comm_dst": 0}) for r in range(1, 8)]
-    _one_line(main(_run(tmp_path, per_rank)), capsys.readouterr().err, "w.0.et:node 1:", needle)
+    assert _one_line(main(_run(tmp_path, per_rank)), capsys.readouterr().err, "w.0.et:node 1:", needle)
 
 
 def test_send_peer_given_negative(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     per_rank = [_p2p(0, {"comm_src": 1})] + [_p2p(r, {"comm_dst": -3 if r == 1 else 0}) for r in range(1, 8)]
-    _one_line(main(_run(tmp_path, per_rank)), capsys.readouterr().err, "w.1.et:node 1:comm_dst=-3")
+    assert _one_line(main(_run(tmp_path, per_rank)), capsys.readouterr().err, "w.1.et:node 1:comm_dst=-3")
 
 
 @pytest.mark.parametrize(("attrs", "needle"), [
@@ -56,7 +56,7 @@ def test_send_peer_given_negative(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_collective_attributes_given_or_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                 attrs: dict[str, Any], needle: str) -> None:
     per_rank = [[{"id": r, "type": 7, "attrs": {"is_cpu_op": False, **attrs}}] for r in range(8)]
-    _one_line(main(_run(tmp_path, per_rank)), capsys.readouterr().err, needle)
+    assert _one_line(main(_run(tmp_path, per_rank)), capsys.readouterr().err, needle)
 
 
 @pytest.mark.parametrize("fold", [True, False])
@@ -69,19 +69,19 @@ def test_implementation_errors_name_the_key(tmp_path: Path, capsys: pytest.Captu
     system = {**json.loads((DATA / "Ring_4chunks.json").read_text()), **change}
     system = {k: v for k, v in system.items() if v is not None}
     argv = _run(tmp_path, [one_collective_node(r, 0, 1 << 20) for r in range(8)], system, "Switch_8.yml")
-    _one_line(main(argv + ([] if fold else ["--no-fold"])), capsys.readouterr().err, needle)
+    assert _one_line(main(argv + ([] if fold else ["--no-fold"])), capsys.readouterr().err, needle)
 
 
 def test_a_directory_in_place_of_a_trace_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = _run(tmp_path, [one_collective_node(r, 0, 1 << 20) for r in range(8)])
     (tmp_path / "w.3.et").unlink()
     (tmp_path / "w.3.et").mkdir()
-    _one_line(main(argv), capsys.readouterr().err, f"{tmp_path / 'w.3.et'}: Is a directory")
+    assert _one_line(main(argv), capsys.readouterr().err, f"{tmp_path / 'w.3.et'}: Is a directory")
 
 
 def test_show_refuses_a_negative_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prefix = write_workload(tmp_path, "w", [one_collective_node(0, 0, 1 << 20)])
-    _one_line(main(["chakra", "show", f"{prefix}.0.et", "--limit", "-1"]), capsys.readouterr().err,
+    assert _one_line(main(["chakra", "show", f"{prefix}.0.et", "--limit", "-1"]), capsys.readouterr().err,
               "--limit=-1", "must be >= 0")
     assert main(["chakra", "show", f"{prefix}.0.et", "--limit", "0"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1  # the metadata only

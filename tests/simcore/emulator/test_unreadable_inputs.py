@@ -42,7 +42,7 @@ def test_a_non_utf8_input_file_is_one_line_naming_it(tmp_path: Path, capsys: pyt
     path = tmp_path / f"{option}.in"
     path.write_bytes(raw)
     rc = main(_argv(tmp_path, **{option: str(path)}))
-    _one_line(rc, capsys.readouterr().err, str(path), "must be UTF-8 text")
+    assert _one_line(rc, capsys.readouterr().err, str(path), "must be UTF-8 text")
 
 
 @pytest.mark.parametrize("rank", [0, 5])
@@ -50,11 +50,11 @@ def test_an_empty_workload_file_is_one_line_naming_it(tmp_path: Path, capsys: py
                                                       rank: int) -> None:
     argv = _argv(tmp_path)
     (tmp_path / f"w.{rank}.et").write_bytes(b"")
-    _one_line(main(argv), capsys.readouterr().err, f"w.{rank}.et", "0 bytes", "no GlobalMetadata")
+    assert _one_line(main(argv), capsys.readouterr().err, f"w.{rank}.et", "0 bytes", "no GlobalMetadata")
 
 
 def test_all_workload_files_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = _argv(tmp_path)
     for rank in range(8):
         (tmp_path / f"w.{rank}.et").write_bytes(b"")
-    _one_line(main(argv), capsys.readouterr().err, "w.0.et", "no GlobalMetadata")
+    assert _one_line(main(argv), capsys.readouterr().err, "w.0.et", "no GlobalMetadata")

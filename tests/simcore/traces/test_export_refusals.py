@@ -22,7 +22,7 @@ def test_mixed_device_pools_are_refused_like_the_astra_fidelity(tmp_path: Path,
     and A100 pools (NVLink 450 vs 300 GB/s) cannot both be written, so nothing is."""
     rc = main(["chakra", "export", "--out", str(tmp_path / "mx"), "workload=gpt_tiny", "system=mixed_h100_a100",
                "system.num_gpus=16", "parallel.tp=2", "parallel.pp=2"])
-    _one_line(rc, capsys.readouterr().err, "system.pools", "h100_80g", "a100_80g", "fidelity=calibrated")
+    assert _one_line(rc, capsys.readouterr().err, "system.pools", "h100_80g", "a100_80g", "fidelity=calibrated")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -33,7 +33,7 @@ def test_mixed_device_pools_are_refused_like_the_astra_fidelity(tmp_path: Path,
 def test_a_network_dimension_of_one_npu_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                     overrides: list[str], needle: str) -> None:
     rc = main(["chakra", "export", "--out", str(tmp_path / "one"), *TINY, *overrides])
-    _one_line(rc, capsys.readouterr().err, needle, "npus_count > 1")
+    assert _one_line(rc, capsys.readouterr().err, needle, "npus_count > 1")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -44,12 +44,12 @@ def test_a_prefix_without_a_file_name_is_refused_by_writers_and_reader(
     for argv in (["chakra", "export", "--out", out, *TINY, "system.num_gpus=8"],
                  ["chakra", "collective", "--algorithm", "ring", "--ranks", "4", "--size", "4096", "--out", out],
                  ["trace", "--import-et", str(tmp_path / "missing.json"), "--out", out]):
-        _one_line(main(argv), capsys.readouterr().err, "--out", "needs a file name after the last '/'")
+        assert _one_line(main(argv), capsys.readouterr().err, "--out", "needs a file name after the last '/'")
     assert not (tmp_path / "ex").exists() or list((tmp_path / "ex").iterdir()) == []
     # the reader says the same instead of looking for ex.0.et
     rc = main(["astra", "--workload", out, "--system", str(ASTRA_DATA / "Ring_4chunks.json"),
                "--network", str(ASTRA_DATA / "Ring_8.yml")])
-    _one_line(rc, capsys.readouterr().err, "workload=", "needs a file name after the last '/'")
+    assert _one_line(rc, capsys.readouterr().err, "workload=", "needs a file name after the last '/'")
 
 
 def test_the_printed_run_command_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,14 +17,14 @@ def test_a_parameter_dtype_that_is_not_floating_is_refused(tmp_path: Path, capsy
                                                            dtype: str) -> None:
     rc = main(["trace", "torchvision.models:resnet18", "--input-shape", "2x3x32x32", "--dtype", dtype,
                "--out", str(tmp_path / "r")])
-    _one_line(rc, capsys.readouterr().err, f"--dtype={dtype!r}", "floating parameter dtype", "bfloat16")
+    assert _one_line(rc, capsys.readouterr().err, f"--dtype={dtype!r}", "floating parameter dtype", "bfloat16")
 
 
 @pytest.mark.parametrize("kwargs", ["[1,2]", '"str"', "null", "3", "true"])
 def test_kwargs_must_be_a_json_object(tmp_path: Path, capsys: pytest.CaptureFixture[str], kwargs: str) -> None:
     rc = main(["trace", "torchvision.models:resnet18", "--input-shape", "2x3x32x32", "--kwargs", kwargs,
                "--out", str(tmp_path / "r")])
-    _one_line(rc, capsys.readouterr().err, f"--kwargs={kwargs!r}", "must be a JSON object")
+    assert _one_line(rc, capsys.readouterr().err, f"--kwargs={kwargs!r}", "must be a JSON object")
 
 
 @pytest.mark.parametrize("option", ["--import-et", "--kineto"])
@@ -38,4 +38,4 @@ def test_a_utf16_trace_json_is_one_line_naming_it(tmp_path: Path, capsys: pytest
     argv = ["trace", "--import-et", str(bad if option == "--import-et" else et), "--out", str(tmp_path / "x")]
     if option == "--kineto":
         argv += ["--kineto", str(bad)]
-    _one_line(main(argv), capsys.readouterr().err, str(bad), "must be UTF-8 text")
+    assert _one_line(main(argv), capsys.readouterr().err, str(bad), "must be UTF-8 text")
