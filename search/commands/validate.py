@@ -222,7 +222,8 @@ def _read_measured(path: Path) -> dict[str, float]:
         raise InputError("--measured", str(path), "no such file")
     out: dict[str, float] = {}
     rows = _read_csv(path, "--measured", ("case_id", "iter_time_s"))
-    for place, row in zip(_places(path, rows), rows, strict=True):
+    places = _places(path, rows)
+    for place, row in zip(places, rows, strict=True):
         raw = (row.get("iter_time_s") or "").strip()
         if not raw:
             continue
@@ -234,7 +235,7 @@ def _read_measured(path: Path) -> dict[str, float]:
             raise InputError(f"iter_time_s of {place}", raw, "must be a positive number of "
                              "seconds")
         out[(row.get("case_id") or "").strip()] = value
-    _unique_ids(rows, _places(path, rows), "--measured")
+    _unique_ids(rows, places, "--measured")
     return out
 
 
