@@ -38,7 +38,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +63,14 @@ from search.config.compose import split_value_overrides, value_items, with_value
 from search.config.leaf_columns import valid_in_ranges
 from search.config.schema import validate_config
 from search.run.batch import InvalidModel
-from search.sweep.space import Axis, expand_grid, parse_overrides, sample_random, sample_sobol
+from search.sweep.space import (
+    Axis,
+    expand_grid,
+    format_value,
+    parse_overrides,
+    sample_random,
+    sample_sobol,
+)
 from simcore.errors import InputError
 from simcore.specs.parallel import ParallelSpec
 
@@ -197,25 +203,6 @@ class SweepPlan:
         return len(self.point_hash)
 
 
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-./]*$")
-
-
-def format_value(value: Any) -> str:
-    """A Python value as a Hydra override value (quoted when it is not a plain token)."""
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        return repr(float(value))
-    if isinstance(value, (tuple, list)):
-        return "[" + ",".join(format_value(v) for v in value) + "]"
-    text = str(value)
-    if _PLAIN.match(text) and text.lower() not in {"true", "false", "null"}:
-        return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _sha(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
@@ -249,8 +236,8 @@ def _hardware_axes(base: Combo, axes: Sequence[Axis], columns: dict[str, NDArray
         path = tuple(ax.key.split(".")[1:])
         check_not_folded(ax.key, ax.expr, bool(base.system.scaleout_dims))
         tp = field_type(type(base.system), path)
-        if tp is None or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
-            continue  # not a leaf field: let composition report it
+        if not isinstance(tp, type) or dataclasses.is_dataclass(tp):
+            continue  # not a scalar leaf (a sub-spec, a list of dimensions): composed per value
         col = coerce_column(columns[ax.key], tp, ax.key)
         columns[ax.key] = col
         distinct = np.unique(col)

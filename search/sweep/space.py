@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,8 +34,8 @@ from numpy.typing import NDArray
 from simcore.errors import InputError
 from simcore.limits import check_number, limit
 
-__all__ = ["Axis", "SweepPlanInput", "expand_grid", "parse_overrides", "sample_random",
-           "sample_sobol"]
+__all__ = ["Axis", "OverrideText", "SweepPlanInput", "expand_grid", "format_value",
+           "parse_overrides", "sample_random", "sample_sobol"]
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,46 @@ def _refuse_repeated_axes(parsed: Sequence[tuple[Any, str]]) -> None:
                              "values sweeps it)")
 
 
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-./]*$")
+
+
+class OverrideText(str):
+    """A list or dictionary axis value as its column holds it: its override text
+    (:func:`format_value`), written back verbatim, where a plain string is quoted."""
+
+    __slots__ = ()
+
+
+def format_value(value: Any) -> str:
+    """A Python value as a Hydra override value (quoted when it is not a plain token; lists
+    and dictionaries in Hydra's ``[a,b]`` / ``{key:value}`` grammar)."""
+    if isinstance(value, OverrideText):
+        return str.__str__(value)
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    if isinstance(value, (tuple, list)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{_format_key(k)}:{format_value(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if _PLAIN.match(text) and text.lower() not in {"true", "false", "null"}:
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _format_key(key: object) -> str:
+    """A dictionary key as Hydra's grammar takes it: a plain name, unquoted."""
+    text = str(key)
+    if not _PLAIN.match(text):
+        raise InputError(text, "dictionary key", "a key of a dictionary value must be a plain "
+                         "name (letters, digits, _ - . /)")
+    return text
+
+
 def _column(values: Sequence[object]) -> NDArray[np.generic]:
     """One typed column: bool, int64, float64 or object (strings / mixed)."""
     if all(isinstance(v, bool) for v in values):
@@ -213,7 +254,9 @@ def _column(values: Sequence[object]) -> NDArray[np.generic]:
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         return np.asarray(values, dtype=np.float64)
     out = np.empty(len(values), dtype=object)
-    out[:] = [str(v) if not isinstance(v, str) else v for v in values]
+    out[:] = [v if isinstance(v, str)
+              else OverrideText(format_value(v)) if isinstance(v, (list, tuple, Mapping))
+              else str(v) for v in values]
     return out
 
 

@@ -193,6 +193,46 @@ DIMS = ("system.num_gpus=64", "system.gpus_per_node=2",
         "500}, {kind: Switch, size: 4, bandwidth_GBps: 50, latency_ns: 2000}]")
 
 
+DIMS_A = "[{kind: FullyConnected, size: 8, bandwidth_GBps: 100, latency_ns: 500}, " \
+    "{kind: Switch, size: 4, bandwidth_GBps: 50, latency_ns: 2000}]"
+DIMS_B = "[{kind: Ring, size: 4, bandwidth_GBps: 25, latency_ns: 700}, " \
+    "{kind: Switch, size: 8, bandwidth_GBps: 5, latency_ns: 3000}]"
+
+
+def test_an_axis_of_dimension_lists_composes_each_point_as_its_value_given_alone(plan_for):
+    """Each value of a list-of-dictionaries axis is one whole ``scaleout_dims``; a point's
+    column text, written back as an override, composes the same system as the value typed
+    alone (it was written back as a quoted string of Python's repr, which no spec takes)."""
+    from search.config.compose import compose_session
+
+    compose = compose_session(CONF)[0]
+    base = ("system.num_gpus=64", "system.gpus_per_node=2")
+    plan = plan_for(*base, f"+system.scaleout_dims={DIMS_A},{DIMS_B}")
+    assert plan.num_points == 2 and len(plan.combos) == 2
+    for pid, typed in enumerate((DIMS_A, DIMS_B)):
+        alone = build_specs(compose([*base, f"+system.scaleout_dims={typed}"]))[2]
+        system = plan.combos[int(plan.combo_of[pid])].system
+        assert system == alone and len(system.scaleout_dims) == 2
+        text = format_value(plan.columns["system.scaleout_dims"][pid])
+        assert build_specs(compose([*base, f"+system.scaleout_dims={text}"]))[2] == alone
+    kinds = [c.system.scaleout_dims[0].kind for c in plan.combos]
+    assert sorted(kinds) == ["FullyConnected", "Ring"]
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    ({"kind": "Ring", "size": 4}, "{kind:Ring,size:4}"),
+    ([{"a": 1.5}, {"b": [1, 2]}], "[{a:1.5},{b:[1,2]}]"),
+    ({"name": "two words"}, "{name:'two words'}"),
+])
+def test_format_value_writes_lists_and_dictionaries_in_hydra_grammar(value, text):
+    assert format_value(value) == text
+
+
+def test_format_value_refuses_a_dictionary_key_hydra_cannot_take():
+    with pytest.raises(InputError, match="plain name"):
+        format_value({"two words": 1})
+
+
 def test_an_axis_index_beyond_the_scaleout_dims_names_the_key_the_index_and_the_count(plan_for):
     with pytest.raises(InputError) as err:
         plan_for(*DIMS, "system.scaleout_dims.2.bandwidth_GBps=5,50")
