@@ -28,6 +28,7 @@ from optuna.distributions import (
     FloatDistribution,
     IntDistribution,
 )
+from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from search.study.space import SearchSpace
@@ -52,6 +53,8 @@ class TrialOutcome:
 
 Evaluate = Callable[[list[dict[str, Any]]], list[TrialOutcome]]
 OnBatch = Callable[[list[FrozenTrial]], None]
+#: the sampler of a driver whose first new trial has this number
+SamplerFor = Callable[[int], BaseSampler]
 
 
 @dataclass
@@ -149,6 +152,19 @@ def _failing(study: optuna.Study, trials: Sequence[optuna.Trial],
         raise
 
 
+def _ask_first(study: optuna.Study, sampler_for: SamplerFor) -> optuna.Trial:
+    """The driver's first new trial, its sampler set from the trial's number before the trial
+    samples anything (a sampler may draw as the trial is made: the grid picks its point).
+
+    The storage numbers the trials of a study one by one, so drivers that share a study never
+    get the same first number, hence never the same seed; a lone driver's first number is the
+    count of trials the study holds, so its run, and a resume of it, stay reproducible."""
+    storage = study._storage
+    trial_id = storage.create_new_trial(study._study_id)
+    study.sampler = sampler_for(storage.get_trial_number_from_id(trial_id))
+    return optuna.Trial(study, trial_id)
+
+
 def _by_number(study: optuna.Study, numbers: Sequence[int]) -> list[FrozenTrial]:
     wanted = set(numbers)
     return [t for t in study.get_trials(deepcopy=False) if t.number in wanted]
@@ -169,11 +185,14 @@ def run_batches(
     timeout_s: float | None = None,
     stale: Sequence[FrozenTrial] = (),
     on_batch: OnBatch | None = None,
+    sampler_for: SamplerFor | None = None,
 ) -> LoopStats:
     """Run the study until it holds ``n_trials`` counted trials or ``timeout_s`` elapsed.
 
     A buffered journal is flushed after a batch is asked and after it is told, so a killed
-    driver leaves the batch RUNNING with its parameters, or told.
+    driver leaves the batch RUNNING with its parameters, or told. ``sampler_for``: the
+    sampler to use from the driver's first new trial on, given that trial's number
+    (:func:`_ask_first`); None keeps the study's sampler.
     """
 
     def flush() -> None:
@@ -190,7 +209,10 @@ def run_batches(
         t0 = time.perf_counter()
         trials: list[optuna.Trial] = []
         with _failing(study, trials, flush):
-            trials += [study.ask() for _ in range(size)]
+            if sampler_for is not None:
+                trials.append(_ask_first(study, sampler_for))
+                sampler_for = None
+            trials += [study.ask() for _ in range(size - len(trials))]
             params = [suggest(trial, space) for trial in trials]
             flush()
             t1 = time.perf_counter()

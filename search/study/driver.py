@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from search.config.build import check_not_folded
 from search.run.batch import Runner, in_process_runner
 from search.run.metrics import cost_spec_from
-from search.study.ask_tell import LoopStats, run_batches
+from search.study.ask_tell import LoopStats, SamplerFor, run_batches
 from search.study.checks import check_space
 from search.study.evaluate import DesignEvaluator
 from search.study.groups import GroupComposer, group_keys
@@ -37,11 +37,11 @@ from search.study.report import best_trials, write_plots, write_table
 from search.study.space import SearchSpace, default_space, parse_space
 from search.study.storage import (
     default_stale_after_s,
+    driver_seed,
     is_shared,
     make_sampler,
     make_storage,
     open_study,
-    resumed_seed,
     stale_trials,
 )
 from simcore.errors import InputError
@@ -73,6 +73,8 @@ class SearchSetup:
     evaluator: DesignEvaluator
     #: dimensions fixed by a command-line value, and that value
     fixed: dict[str, Any] = field(default_factory=dict)
+    #: the sampler of this driver given the number of its first new trial (``driver_seed``)
+    sampler_for: SamplerFor | None = None
 
 
 @dataclass
@@ -199,10 +201,12 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
     storage_kind = str(search.storage)
     seed = search.get("seed")
 
-    def sampler_for(n_stored: int) -> optuna.samplers.BaseSampler:
+    def sampler_for(first_trial: int) -> optuna.samplers.BaseSampler:
+        """The sampler of a driver whose first new trial is ``first_trial`` (QMC keeps its
+        scramble: the study holds its place in the sequence)."""
         return make_sampler(
-            sampler_name, seed=resumed_seed(seed, n_stored), space=space,
-            multi_objective=len(objectives) > 1,
+            sampler_name, seed=driver_seed(seed, 0 if sampler_name == "qmc" else first_trial),
+            space=space, multi_objective=len(objectives) > 1,
             n_startup_trials=_int(search, "n_startup_trials", 0),
             population_size=_int(search, "population_size", 2))
     sampler = sampler_for(0)
@@ -227,15 +231,15 @@ def prepare_search(cfg: DictConfig, runner: Runner | None = None,
                        metadata={"objectives": [o.name for o in objectives],
                                  "space": {k: repr(v) for k, v in space.distributions.items()},
                                  "derived": dict(space.derived)})
-    n_stored = len(study.get_trials(deepcopy=False))
-    if n_stored and sampler_name != "qmc":  # QMC keeps its scramble: the study holds its index
-        study.sampler = sampler_for(n_stored)  # fresh proposals, not the first run's replayed
+    study.sampler = sampler_for(len(study.get_trials(deepcopy=False)))  # a resume: fresh
+    # proposals, not the first run's replayed; run_batches sets it again from the number of
+    # the driver's first new trial, which drivers sharing the study never have in common
     stale_s = search.get("stale_after_s")
     timeout = search.get("timeout_s")
     return SearchSetup(cfg, space, objectives, study, study_name, output_dir, n_trials,
                        batch_size, None if timeout is None else float(timeout),
                        default_stale_after_s(storage_kind) if stale_s is None else float(stale_s),
-                       evaluator, {k: OmegaConf.select(cfg, k) for k in fixed})
+                       evaluator, {k: OmegaConf.select(cfg, k) for k in fixed}, sampler_for)
 
 
 def run_search(setup: SearchSetup, tracking: Any | None = None,
@@ -251,7 +255,7 @@ def run_search(setup: SearchSetup, tracking: Any | None = None,
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         stats = run_batches(study, setup.space, setup.evaluator, n_trials=setup.n_trials,
                             batch_size=setup.batch_size, timeout_s=setup.timeout_s, stale=stale,
-                            on_batch=on_batch)
+                            on_batch=on_batch, sampler_for=setup.sampler_for)
     table = setup.output_dir / "results.parquet"
     write_table(study, setup.objectives, table)
     plots: list[Path] = []

@@ -15,6 +15,10 @@
   before it is told; the samplers that support constraints (TPE, NSGA-II/III) read them, so
   infeasible points teach the sampler (Deb et al. 2002, constrained domination, for NSGA-II).
   :func:`constraints_of` reads them back from a finished trial.
+* Seeds: a driver's sampler is seeded from ``search.seed`` and the number of the first trial it
+  creates (:func:`driver_seed`): a lone driver's first trial is numbered after the trials the
+  study holds (0 for a fresh study: the seed itself), and drivers that share a study never get
+  the same number, so they do not draw the same start-up points.
 * Resume: ``search.resume=true`` loads the study by name. Trials a killed driver left RUNNING
   are found by :func:`stale_trials` and re-run under their own trial number (so nothing is lost
   and nothing is run twice); with a shared RDB only trials older than ``stale_after_s`` count
@@ -41,12 +45,12 @@ from simcore.errors import InputError
 __all__ = [
     "SAMPLERS",
     "constraints_of",
+    "driver_seed",
     "flush_storage",
     "is_shared",
     "make_sampler",
     "make_storage",
     "open_study",
-    "resumed_seed",
     "stale_trials",
 ]
 
@@ -137,17 +141,20 @@ def make_sampler(
     return samplers.NSGAIIISampler(seed=seed, population_size=population_size)
 
 
-def resumed_seed(seed: int | None, n_trials: int) -> int | None:
-    """The sampler seed of a study that already holds ``n_trials`` trials: ``seed`` itself for
-    a fresh study (a fresh study with the same seed proposes the same trials), otherwise a seed
-    derived from both (numpy's ``SeedSequence``), so a resumed study continues with fresh
-    proposals instead of replaying the random sequence its first run drew, and two resumes of
-    the same stored study still propose the same trials. None (unseeded) stays None."""
-    if seed is None or n_trials == 0:
+def driver_seed(seed: int | None, first_trial: int) -> int | None:
+    """The sampler seed of a driver whose first new trial is number ``first_trial``: ``seed``
+    itself for the first trial of a study (a fresh study with the same seed proposes the same
+    trials), otherwise a seed derived from both (numpy's ``SeedSequence``). A resumed study's
+    first new trial is numbered after the trials it holds, so it continues with fresh proposals
+    instead of replaying the random sequence its first run drew, and two resumes of the same
+    stored study still propose the same trials. Drivers sharing a study never get the same
+    trial number (the storage numbers trials one by one), so their seeds differ and they draw
+    different start-up points. None (unseeded) stays None."""
+    if seed is None or first_trial == 0:
         return seed
     import numpy as np
 
-    return int(np.random.SeedSequence([seed & 0xFFFFFFFF, n_trials]).generate_state(1)[0])
+    return int(np.random.SeedSequence([seed & 0xFFFFFFFF, first_trial]).generate_state(1)[0])
 
 
 def open_study(
