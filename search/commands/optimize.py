@@ -193,7 +193,8 @@ def main(argv: list[str]) -> int:
             raise
     stats = outcome.stats
     print(f"evaluated {stats.n_evaluated} trial(s) ({stats.n_recovered} recovered from a killed "
-          f"driver, {stats.n_infeasible} infeasible) in {stats.total_s:.1f} s "
+          f"driver, {stats.n_infeasible} infeasible, {stats.n_failed} failed: config not built) "
+          f"in {stats.total_s:.1f} s "
           f"(sampler {stats.sampler_s:.1f} s, evaluation {stats.evaluate_s:.1f} s, "
           f"logging {stats.logging_s:.1f} s)")
     _print_best(setup, outcome)

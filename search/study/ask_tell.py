@@ -6,7 +6,12 @@ other), suggested from the :class:`~search.search_space.SearchSpace`, handed to 
 one list (the caller groups them by graph structure and runs them on the actor pool), and told
 with their objective values and constraint values. A trial that cannot run (indivisible
 parallelization, out of memory) is told COMPLETE with constraint violations > 0 and penalty
-values, so it teaches the sampler and never crashes the study; an error of the driver itself
+values, so it teaches the sampler and never crashes the study. A trial whose config cannot be
+built (a derived expression with no value at its sample: :class:`~search.study.space.
+DerivedValueError`) has no objective to tell: it is told FAIL, as Optuna records a trial whose
+objective raised, with the reason as a user attribute and a one-line warning, and the study goes
+on; only when every one of a driver's first trials fails so (:func:`_check_not_all_failed`) does
+the search stop, naming the derived key, the value and the rule. An error of the driver itself
 (an evaluation that raises) tells the batch's untold trials FAIL before it propagates, so no
 trial is left RUNNING. The budget counts trials that are not FAILED; trials a killed driver left RUNNING are re-evaluated under their own number.
 Time spent in the sampler (ask + suggest + tell), in evaluation and in ``on_batch`` (logging) is
@@ -15,6 +20,7 @@ measured for the overhead report of ``scripts/bench_search.py``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,11 +39,17 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search.study.space import SearchSpace
 from search.study.storage import flush_storage
+from simcore.errors import InputError
 
-__all__ = ["CONSTRAINT_NAMES", "LoopStats", "TrialOutcome", "run_batches", "suggest"]
+__all__ = ["CONSTRAINT_NAMES", "LoopStats", "TrialOutcome", "failed_outcome", "run_batches",
+           "suggest"]
 
 #: named constraints of every trial (<= 0 satisfied), in :attr:`TrialOutcome.constraints` order
 CONSTRAINT_NAMES = ("memory_over_gib", "invalid")
+#: a driver whose first trials all fail to build stops once it has tried this many, or its
+#: whole first batch if that is larger (one unlucky small batch does not stop a search)
+FAILED_START_STOPS = 8
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,16 @@ class TrialOutcome:
     metrics: dict[str, Any]
     feasible: bool
     reason: str = ""
+    #: why the trial's config could not be built (the trial is told FAIL); None: it was built
+    failure: InputError | None = None
+
+
+def failed_outcome(error: InputError, params: dict[str, Any]) -> TrialOutcome:
+    """The outcome of a trial whose config cannot be built: ``error`` (naming the key, the
+    value and the rule) with the trial's sampled values appended."""
+    sampled = ", ".join(f"{k}={v}" for k, v in params.items())
+    failure = InputError(error.key, error.value, f"{error.rule} at {sampled}")
+    return TrialOutcome([], [], {}, False, str(failure), failure)
 
 
 Evaluate = Callable[[list[dict[str, Any]]], list[TrialOutcome]]
@@ -68,6 +90,7 @@ class LoopStats:
     n_evaluated: int = 0
     n_recovered: int = 0
     n_infeasible: int = 0
+    n_failed: int = 0
     batches: list[int] = field(default_factory=list)
 
 
@@ -90,6 +113,9 @@ def _suggest_one(trial: optuna.Trial, key: str, dist: BaseDistribution) -> Any:
 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    if outcome.failure is not None:
+        _tell_failed(study, trial, outcome)
+        return
     for name, value in zip(CONSTRAINT_NAMES, outcome.constraints, strict=True):
         trial.set_constraint(name, value)
     trial.set_user_attr("constraints", list(outcome.constraints))
@@ -97,6 +123,30 @@ def _tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> No
     trial.set_user_attr("reason", outcome.reason)
     trial.set_user_attr("metrics", _jsonable(outcome.metrics))
     study.tell(trial, list(outcome.values), skip_if_finished=True)
+
+
+def _tell_failed(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    """Tell a trial whose config could not be built FAIL, its reason a user attribute, and
+    warn in one line."""
+    trial.set_user_attr("feasible", False)
+    trial.set_user_attr("reason", outcome.reason)
+    study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+    _log.warning("trial #%d failed (its config cannot be built; the study goes on): %s",
+                 trial.number, outcome.reason)
+
+
+def _check_not_all_failed(stats: LoopStats, batch_size: int,
+                          first: InputError | None) -> None:
+    """Stop the search when every trial this driver asked failed to build and it asked at
+    least :data:`FAILED_START_STOPS` (or one batch): the expression has no value anywhere the
+    sampler looks, and failed trials do not count toward ``n_trials``, so the search would
+    ask for ever. ``first``: the first failure, named in the error."""
+    if first is None or stats.n_failed < stats.n_evaluated \
+            or stats.n_evaluated < max(batch_size, FAILED_START_STOPS):
+        return
+    raise InputError(first.key, first.value, f"{first.rule}; every one of the {stats.n_failed} "
+                     "trials this search asked failed so: no sampled point gives the expression "
+                     "a value, the search stops (fix the expression or the space)")
 
 
 def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -199,6 +249,7 @@ def run_batches(
         flush_storage(study)
 
     stats = LoopStats()
+    first_failure: InputError | None = None
     start = time.perf_counter()
     if stale:
         _recover(study, space, stale, evaluate, stats, on_batch, flush)
@@ -220,8 +271,12 @@ def run_batches(
             t2 = time.perf_counter()
             for trial, outcome in zip(trials, outcomes, strict=True):
                 _tell(study, trial, outcome)
-                stats.n_infeasible += not outcome.feasible
+                stats.n_failed += outcome.failure is not None
+                stats.n_infeasible += not outcome.feasible and outcome.failure is None
+                first_failure = first_failure or outcome.failure
             flush()
+            stats.n_evaluated += size
+            _check_not_all_failed(stats, batch_size, first_failure)
         t3 = time.perf_counter()
         if on_batch is not None:
             on_batch(_by_number(study, [t.number for t in trials]))
@@ -229,7 +284,6 @@ def run_batches(
         stats.sampler_s += (t1 - t0) + (t3 - t2)
         stats.evaluate_s += t2 - t1
         stats.logging_s += t4 - t3
-        stats.n_evaluated += size
         stats.batches.append(size)
     stats.total_s = time.perf_counter() - start
     return stats

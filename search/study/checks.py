@@ -16,9 +16,13 @@ They are refused here, as ``simsweep sweep`` refuses them, each naming the key a
   sweep checks its hardware axes; a choice value that breaks a spec rule stays an infeasible
   trial (it may hold beside other values of other dimensions);
 * every derived value's key is checked as a dimension with a number, and its expression is
-  evaluated once with each key it reads taken from the first choice (or the low bound) of a
+  evaluated with each key it reads taken from the first choice (or the low bound) of a
   searched key, an earlier derived value, or the config: an unknown or non-numeric key, or an
-  expression the evaluator refuses, is an error here rather than in the running study.
+  expression the evaluator refuses, is an error here rather than in the running study. An
+  expression with no value there (overflow, division by zero: ``DerivedValueError``) is
+  evaluated again at the last choices (high bounds) and refused only when it has no value at
+  either end; otherwise it may have one at other samples, and the trials where it has none
+  fail one by one while the study goes on.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from optuna.distributions import (
 
 from search.config.build import build_system, set_path
 from search.config.schema import group_schemas, validate_config
-from search.study.space import SearchSpace, derived_names, evaluate_derived
+from search.study.space import DerivedValueError, SearchSpace, derived_names, evaluate_derived
 from simcore.errors import InputError
 
 __all__ = ["check_space"]
@@ -136,12 +140,13 @@ def _check_system_bound(cfg: DictConfig, key: str, dist: BaseDistribution) -> No
                              f"bound {bound} refused: {rule}") from None
 
 
-def _representative(dist: BaseDistribution) -> Any:
+def _representative(dist: BaseDistribution, end: int = 0) -> Any:
+    """The first (``end=0``) or last (``end=-1``) choice or bound of ``dist``."""
     values = _values(dist)
     numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
     if len(numbers) != len(values) or not numbers:
         return values[0] if values else None
-    return numbers[0]
+    return numbers[end]
 
 
 def check_space(cfg: DictConfig, space: SearchSpace,
@@ -193,19 +198,37 @@ def _check_derived(cfg: DictConfig, space: SearchSpace) -> None:
                 raise InputError(f"search.derived.{key}", expr, f"reads {name}: not a config "
                                  "key, a searched key or a derived value")
 
+        value = _evaluate_at_an_end(cfg, space, key, expr, known)
+        known[key] = 1 if value is None else value
+
+
+def _evaluate_at_an_end(cfg: DictConfig, space: SearchSpace, key: str, expr: str,
+                        known: Mapping[str, Any]) -> int | float | None:
+    """The value of derived ``key`` with the searched keys at their first values, or, where it
+    has none there, at their last; refused when it has a value at neither end, or when the
+    evaluator refuses the expression whatever the values."""
+    def lookup_at(end: int) -> Any:
         def lookup(name: str) -> Any:
             if name in space.distributions:
-                return _representative(space.distributions[name])
+                return _representative(space.distributions[name], end)
             if name in known:
                 return known[name]
             if name in space.derived:
                 return 1
             return OmegaConf.select(cfg, name)
+        return lookup
+
+    first: DerivedValueError | None = None
+    for end in (0, -1):
         try:
-            value, _ = evaluate_derived(key, expr, lookup)
+            return evaluate_derived(key, expr, lookup_at(end))[0]
+        except DerivedValueError as err:
+            first = first or err
         except InputError as err:
             if err.key.startswith("search.derived."):
                 raise
             raise InputError(f"search.derived.{key}", expr, f"{err.key}={err.value!r}: "
                              f"{err.rule}") from None
-        known[key] = 1 if value is None else value
+    assert first is not None
+    raise InputError(first.key, first.value, f"{first.rule}, at the first and at the last "
+                     f"value of every searched key it reads ({expr})")

@@ -5,7 +5,9 @@ One call evaluates a batch of trials (DESIGN.md, "The vectorized engine"):
 1. the trial's config-group choices, if the space has any (``system=choice(a,b)``,
    :mod:`search.study.groups`), pick its base config (composed once per combination); derived
    values (``search.derived``) are computed from the trial's parameters and that base config;
-   one that is not a positive whole number makes the trial infeasible;
+   one that is not a positive whole number makes the trial infeasible, one with no value at
+   the trial's sample (:class:`~search.study.space.DerivedValueError`) makes it a failed trial
+   (its config cannot be built; :func:`search.study.ask_tell.failed_outcome`);
 2. the structural part (every non-``system.*`` key: workload and parallelization, the device
    pool sizes ``system.pools.<i>.count``, whose sum the mixed presets' ``num_gpus`` follows, and
    the scale-out dims ``system.scaleout_dims.<i>.*``, list elements that fold into one fabric) is
@@ -44,10 +46,10 @@ from search.config.build import (
 )
 from search.run.batch import Columns, Runner, SpecBatch, in_process_runner, systems_batch
 from search.run.metrics import per_iteration
-from search.study.ask_tell import TrialOutcome
+from search.study.ask_tell import TrialOutcome, failed_outcome
 from search.study.groups import GroupChoice, GroupComposer, group_keys
 from search.study.objectives import Objective, design_metrics, infeasible_outcome, outcome_of
-from search.study.space import SearchSpace, evaluate_derived
+from search.study.space import DerivedValueError, SearchSpace, evaluate_derived
 from simcore.cost import ClusterCostSpec
 from simcore.errors import InputError
 
@@ -68,6 +70,8 @@ class _Point:
     system: Any = None
     reason: str = ""
     fidelity: str = "calibrated"
+    #: a derived value with no value at this point: its config cannot be built
+    failure: DerivedValueError | None = None
 
 
 class DesignEvaluator:
@@ -118,9 +122,9 @@ class DesignEvaluator:
                                 self.train_tokens, self.runner, self.penalize_infeasible,
                                 self.train_samples, self.groups)
         other._built = self._built
-        other._done = {key: outcome_of(o.metrics, other.objectives,
-                                       penalize_infeasible=self.penalize_infeasible)
-                       for key, o in self._done.items()}
+        other._done = {key: o if o.failure is not None else outcome_of(
+            o.metrics, other.objectives, penalize_infeasible=self.penalize_infeasible)
+            for key, o in self._done.items()}
         return other
 
     def _base(self, choice: GroupChoice) -> DictConfig:
@@ -185,7 +189,10 @@ class DesignEvaluator:
         except InputError as err:
             return _Point(index, reason=f"invalid: {err}")
         for key, expr in self.space.derived.items():
-            value, reason = evaluate_derived(key, expr, self._lookup(values, cfg))
+            try:
+                value, reason = evaluate_derived(key, expr, self._lookup(values, cfg))
+            except DerivedValueError as err:
+                return _Point(index, failure=err)
             if value is None:
                 return _Point(index, reason=f"invalid: {reason}")
             values[key] = value
@@ -237,10 +244,12 @@ class DesignEvaluator:
         outcomes: list[TrialOutcome | None] = [self._done.get(k) for k in keys]
         todo = {k: i for i, k in enumerate(keys) if outcomes[i] is None}
         built = [self._point(i, points[i]) for i in todo.values()]
-        ok = [p for p in built if not p.reason]
+        ok = [p for p in built if not p.reason and p.failure is None]
         self.n_simulated += len(built)
         for p in built:
-            if p.reason:
+            if p.failure is not None:
+                outcomes[p.index] = failed_outcome(p.failure, points[p.index])
+            elif p.reason:
                 outcomes[p.index] = infeasible_outcome(p.reason, self.objectives)
         if ok:
             groups = self._groups(ok)

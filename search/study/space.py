@@ -12,8 +12,11 @@ and the (optuna<3) Hydra Optuna sweeper spell them, parsed with Hydra's own ``Ov
 Derived values are arithmetic expressions over other config keys, e.g.
 ``parallel.dp: system.num_gpus / (parallel.tp * parallel.pp * parallel.cp)``; a derived integer
 that does not come out whole is reported as a reason, which the study records as an infeasible
-(constraint-violating) trial rather than an error. Expressions are evaluated by a small AST
-walker over numbers, config keys and ``+ - * / // % **``, ``min``, ``max``: nothing is executed.
+(constraint-violating) trial rather than an error. An expression with no value at a sample
+(beyond the expression limits, a division by zero, a result that is not a finite real number)
+raises :class:`DerivedValueError`: that sample's config cannot be built, and the study tells
+its trial FAIL. Expressions are evaluated by a small AST walker over numbers, config keys and
+``+ - * / // % **``, ``min``, ``max``: nothing is executed.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from simcore.limits import limit
 from simcore.specs.layer_split import balanced_split, chunk_layers
 
 __all__ = [
+    "DerivedValueError",
     "SearchSpace",
     "default_dp_space",
     "default_parallel_space",
@@ -57,8 +61,17 @@ _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
     ast.Pow: lambda a, b: _bounded_pow(a, b),
 }
+_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+            ast.Mod: "%", ast.Pow: "**"}
 _MAX_EXPRESSION_CHARS = 1000
 _FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max}
+
+
+class DerivedValueError(InputError):
+    """A derived expression that has no value at one sample: a result or exponent beyond the
+    expression limits, a division by zero, or a result that is not a finite real number. The
+    expression itself is sound (other samples may have a value); ``key`` names the derived
+    value, ``value`` the operation or result, ``rule`` why it has no value."""
 
 
 @dataclass(frozen=True)
@@ -216,17 +229,41 @@ def _bounded_pow(base: Any, exponent: Any) -> Any:
     within expr_magnitude (checked with logarithms before computing: ``9**9**9`` never runs)."""
     max_exp, max_mag = limit("expr_exponent"), limit("expr_magnitude")
     if abs(exponent) > max_exp:
-        raise InputError("search.derived", f"... ** {exponent}", f"exponent beyond +-{max_exp:g} (limit expr_exponent)")
+        raise DerivedValueError("search.derived", f"... ** {exponent}", f"exponent beyond +-{max_exp:g} (limit expr_exponent)")
     if base not in (0, 1, -1) and exponent > 0 and exponent * math.log10(abs(base)) > math.log10(max_mag):
-        raise InputError("search.derived", f"{base} ** {exponent}", f"result beyond {max_mag:g} (limit expr_magnitude)")
+        raise DerivedValueError("search.derived", f"{base} ** {exponent}", f"result beyond {max_mag:g} (limit expr_magnitude)")
     return operator.pow(base, exponent)
 
 
 def _bounded(value: Any) -> Any:
+    """``value``, a finite real number within expr_magnitude; else :class:`DerivedValueError`."""
+    if isinstance(value, complex):  # a negative base to a fractional power
+        raise DerivedValueError("search.derived", f"{value:.3g}", "not a real number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DerivedValueError("search.derived", value, "not a finite number")
     if isinstance(value, int | float) and abs(value) > limit("expr_magnitude"):
-        raise InputError("search.derived", "|value| > limit", f"result beyond {limit('expr_magnitude'):g} "
-                         "(limit expr_magnitude)")
+        raise DerivedValueError("search.derived", _magnitude(value), f"result beyond "
+                                f"{limit('expr_magnitude'):g} (limit expr_magnitude)")
     return value
+
+
+def _magnitude(value: int | float) -> str:
+    """A short text of a huge ``value`` (``~1e+301``), even past a float's range."""
+    return f"{'-' if value < 0 else ''}~1e+{int(math.log10(abs(value)))}"
+
+
+def _apply(node: ast.BinOp, left: Any, right: Any) -> Any:
+    """``left <op> right`` of a BinOp ``node``, bounded; an operation with no value (division
+    by zero, a float overflow) raises :class:`DerivedValueError` naming it."""
+    symbol = _SYMBOLS[type(node.op)]
+    try:
+        return _bounded(_BINOPS[type(node.op)](left, right))
+    except ZeroDivisionError:
+        raise DerivedValueError("search.derived", f"{left} {symbol} {right}",
+                                "division by zero") from None
+    except OverflowError:
+        raise DerivedValueError("search.derived", f"{left} {symbol} {right}",
+                                "overflows a float") from None
 
 
 def evaluate_derived(
@@ -236,21 +273,23 @@ def evaluate_derived(
 
     Integral results of a division come back as ``int``; a non-integral result of an expression
     involving ``/`` is invalid (reason ``"<key> not integral: <value>"``) because every derived
-    quantity here (dp, node counts) is a count.
+    quantity here (dp, node counts) is a count. An expression with no value at these key values
+    raises :class:`DerivedValueError` (see the module docstring); one that is wrong whatever
+    the values (an unknown function, a non-numeric key, too deep) raises :class:`InputError`.
     """
     node = _parse_expression(key, expression)
     try:
-        value = _eval(node, lookup)
-    except ZeroDivisionError:
-        return None, f"{key}: division by zero"
-    except (OverflowError, RecursionError):
-        raise InputError(f"search.derived.{key}", expression[:60], "overflows or nests too deeply") from None
+        value = _bounded(_eval(node, lookup))
+    except RecursionError:
+        raise InputError(f"search.derived.{key}", expression[:60], "nests too deeply") from None
+    except DerivedValueError as err:
+        raise DerivedValueError(f"search.derived.{key}", err.value, err.rule) from None
     except InputError as err:
         if err.key != "search.derived":
             raise
         raise InputError(f"search.derived.{key}", err.value, err.rule) from None
     if isinstance(value, float):
-        if not math.isfinite(value) or abs(value - round(value)) > 1e-9:
+        if abs(value - round(value)) > 1e-9:
             return None, f"{key} not integral: {value:g}"
         value = int(round(value))
     if isinstance(value, int) and value <= 0:
@@ -262,7 +301,7 @@ def _eval(node: ast.AST, lookup: Callable[[str], Any]) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        return _bounded(_BINOPS[type(node.op)](_eval(node.left, lookup), _eval(node.right, lookup)))
+        return _apply(node, _eval(node.left, lookup), _eval(node.right, lookup))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_eval(node.operand, lookup)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:

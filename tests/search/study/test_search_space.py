@@ -9,6 +9,7 @@ import yaml
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from search.study.space import (
+    DerivedValueError,
     default_parallel_space,
     default_space,
     evaluate_derived,
@@ -63,6 +64,32 @@ def test_derived_dp_whole_or_reason() -> None:
     values["parallel.tp"] = 3
     value, reason = evaluate_derived("parallel.dp", space.derived["parallel.dp"], values.__getitem__)
     assert value is None and "not integral" in reason
+
+
+@pytest.mark.parametrize(("expression", "value", "rule"), [
+    ("8 / (a - 2)", "'8 / 0'", "division by zero"),
+    ("8 % (a - 2)", "'8 % 0'", "division by zero"),
+    ("8 * 10 ** (200 * a)", "'10 ** 400'", "result beyond 1e+300 (limit expr_magnitude)"),
+    ("8 * 10 ** ((a - 1) * 20000)", "'... ** 20000'", "exponent beyond +-10000 (limit expr_exponent)"),
+    ("1e200 * (1e200 * (a - 1) + 1)", "inf", "not a finite number"),
+    ("8 + 0 * (3 - 2 * a) ** 0.5", "'6.12e-17+1j'", "not a real number"),
+])
+def test_an_expression_without_a_value_at_a_sample_raises_a_derived_value_error(
+        expression: str, value: str, rule: str) -> None:
+    """At a = 2 the expression has no value (the trial fails to build); at a = 1 it has one
+    (or an infeasible reason). Before, division by zero and a complex result were infeasible
+    reasons, and a result past the limits was reported as '|value| > limit'."""
+    with pytest.raises(DerivedValueError) as caught:
+        evaluate_derived("parallel.dp", expression, {"a": 2}.__getitem__)
+    assert str(caught.value) == f"search.derived.parallel.dp={value}: {rule}"
+    evaluate_derived("parallel.dp", expression, {"a": 1}.__getitem__)  # no error
+
+
+def test_an_expression_wrong_whatever_the_values_is_not_a_derived_value_error() -> None:
+    for expression in ("abs(a)", "a + b.c"):
+        with pytest.raises(InputError) as caught:
+            evaluate_derived("parallel.dp", expression, {"a": 2, "b.c": "x"}.__getitem__)
+        assert not isinstance(caught.value, DerivedValueError)
 
 
 def test_derived_rejects_code_and_clashes() -> None:

@@ -41,6 +41,8 @@ def _cfg(tmp_path: Path, *overrides: str) -> DictConfig:
      r"search\.derived\.parallel\.dp=.*reads parallel\.sequence_parallel, whose value True"),
     ({"parallel.tp": "choice(1,2)"}, {"parallel.dp": "abs(parallel.tp)"},
      r"search\.derived\.parallel\.dp=.*only numbers, keys"),
+    ({"parallel.tp": "choice(1,2,4)"}, {"parallel.dp": "system.num_gpus / (parallel.tp - parallel.tp)"},
+     r"search\.derived\.parallel\.dp='8 / 0': division by zero, at the first and at the last"),
 ])
 def test_a_bad_space_is_refused_before_the_study_exists(tmp_path: Path, space: dict[str, str],
                                                         derived: dict[str, str],
@@ -70,28 +72,37 @@ def test_the_command_refuses_an_unknown_dimension_in_one_line(tmp_path: Path, ca
     assert not list(tmp_path.iterdir())
 
 
-def test_a_search_failing_after_it_started_leaves_nothing_running(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    """An error raised out of a batch (here a derived value beyond the expression magnitude
-    limit, which only tp 400 reaches: the check before the study evaluates tp 1) left the
-    batch RUNNING in the journal and the MLflow parent run RUNNING; now the batch is FAIL and
-    the parent FAILED."""
+def test_a_derived_value_failing_for_every_sample_stops_the_search_naming_it(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A derived value beyond the expression limits for every tp but 1 (the check before the
+    study evaluates tp 1, and passes): each trial fails to build and is told FAIL; once every
+    one of the first 8 trials has failed so, the search stops in one line naming the key, the
+    value, the rule and the sampled value, leaves nothing RUNNING and ends the MLflow parent
+    run FAILED. Before, the first failing trial stopped the search, naming neither the sampled
+    value nor that every trial failed."""
     import optuna
     from mlflow import MlflowClient
 
     from search.cli import main
     from search.study.storage import make_storage
+    from tests.cli_output import one_line_error
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     args = ["search", "workload=gpt_tiny", "system.num_gpus=8", "parallel.global_batch=16",
             f"search.output_dir={tmp_path}", "search.study_name=f", "search.n_trials=8",
-            "search.batch_size=8", "search.sampler=random", "search.log_plots=false",
-            "search.in_process=true", f"tracking.uri={uri}", "parallel.tp=choice(1,400)",
-            "search.derived.parallel.dp=system.num_gpus * 10 ** parallel.tp"]
-    assert main(args) == 2
-    assert "expr_magnitude" in capsys.readouterr().err
+            "search.batch_size=4", "search.sampler=random", "search.log_plots=false",
+            "search.in_process=true", f"tracking.uri={uri}", "parallel.tp=int(interval(1,1000))",
+            "search.derived.parallel.dp=system.num_gpus * 10 ** (400 * (parallel.tp - 1))"]
+    rc = main(args)
+    err = capsys.readouterr().err
+    error = [line for line in err.splitlines() if line.startswith("simsweep search: error")]
+    assert len(error) == 1, err
+    one_line_error(rc, error[0], "search.derived.parallel.dp=", "(limit expr_",
+                   "at parallel.tp=", "every one of the 8 trials this search asked failed")
     study = optuna.load_study(study_name="f", storage=make_storage("journal", tmp_path / "f", "f"))
-    states = {t.state for t in study.trials}
-    assert len(study.trials) == 8 and states == {optuna.trial.TrialState.FAIL}
+    assert len(study.trials) == 8
+    assert {t.state for t in study.trials} == {optuna.trial.TrialState.FAIL}
+    assert all("search.derived.parallel.dp=" in t.user_attrs["reason"] for t in study.trials)
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("search-f").experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]
