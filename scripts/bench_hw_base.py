@@ -67,8 +67,10 @@ def worker(case: str, batches: int, batch_size: int) -> tuple[float, str]:
     from bench_sweep import HARDWARE, _plan
 
     from search.run.batch import evaluate_batch
+    from search.run.workers import keep_heap
     from search.sweep.driver import iter_batches
 
+    keep_heap()  # as a pool worker does: batches reuse the malloc heap
     digest = hashlib.sha256()
     with tempfile.TemporaryDirectory() as tmp:
         plan, _ = _plan([*CASES[case][1], *HARDWARE], [f"sweep.output_dir={tmp}/probe"])

@@ -283,6 +283,9 @@ _TILE_BYTES = 4 * 2**20  # working set per batch tile (reused buffers; best of 2
 # point tiles, scripts/bench_tiles.py) while a tile's arrays stay under _TILE_MAX_BYTES each
 _TILE_MIN_POINTS = 96
 _TILE_MAX_BYTES = 64 * 2**20
+# tiles scheduled at once (a span) while the schedule's workspace stays under this: GPT-3 /
+# Llama ZeRO-3 plans have 5,000 levels, each one Python call per span
+_SPAN_MAX_BYTES = 64 * 2**20
 
 
 def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
@@ -300,23 +303,21 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
             overlappable communication (off its compute stream; DP only with dp_overlap),
             capped at its compute.
 
-    The batch is processed in column tiles so every intermediate array stays small.
+    The batch is processed in column tiles so every intermediate array stays small. Tiles
+    whose schedule runs on the distinct segment rows are scheduled several at once (a *span*,
+    :func:`_evaluate_span`): the level loop pays one Python call per level and span instead of
+    per level and tile (a ZeRO-2 / ZeRO-3 plan has thousands of levels), while every BLAS
+    product and the breakdown still run per tile on the same columns as before, so the numbers
+    do not depend on the span (the schedule and the sparse products treat columns alone).
     """
     b = tdur.shape[1]
-    rows = max(cw.plan.num_segments, cw.plan.num_chains, 1)
-    tile = max(_TILE_BYTES // (8 * rows), min(_TILE_MIN_POINTS, _TILE_MAX_BYTES // (8 * rows)))
-    tile = int(max(16, min(b, tile)))
-    tile = -(-b // -(-b // tile))  # equal tiles: no narrow last tile paying every level's call
+    tile = _tile_points(cw, b)
     blocks = None  # closed-form blocks: their per-step loop once per batch, not per tile
     if cw.blocks and tile < b:
         blocks = blocks_exposed(cw, tdur, compute_scale(cw, tdur, overlap_slowdown)[1])
     parts = []
-    for lo in range(0, b, tile):
-        cols = slice(lo, min(b, lo + tile))
-        slow = None if overlap_slowdown is None else overlap_slowdown[..., cols]
-        parts.append(_evaluate_tile(cw, np.ascontiguousarray(tdur[:, cols]), slow,
-                                    None if blocks is None else
-                                    {u: e[:, cols] for u, e in blocks.items()}))
+    for tiles in _spans(cw, b, tile):
+        parts += _evaluate_span(cw, tdur, overlap_slowdown, blocks, tiles)
     if len(parts) == 1:
         return parts[0]
     return StageBreakdown(
@@ -326,6 +327,76 @@ def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
                          for k in COMM_KINDS},
         bubble_s=np.concatenate([p.bubble_s for p in parts]),
     )
+
+
+def _tile_points(cw: CompiledWorkload, b: int) -> int:
+    """Points per column tile of a batch of ``b``: about ``_TILE_BYTES`` per (rows, tile)
+    array, at least ``_TILE_MIN_POINTS`` while such an array stays under ``_TILE_MAX_BYTES``,
+    the tiles of a batch as equal as they divide."""
+    rows = max(cw.plan.num_segments, cw.plan.num_chains, 1)
+    tile = max(_TILE_BYTES // (8 * rows), min(_TILE_MIN_POINTS, _TILE_MAX_BYTES // (8 * rows)))
+    tile = int(max(16, min(b, tile)))
+    return -(-b // -(-b // tile))  # equal tiles: no narrow last tile paying every level's call
+
+
+def _spans(cw: CompiledWorkload, b: int, tile: int) -> list[list[tuple[int, int]]]:
+    """The column tiles ``(lo, hi)`` of a batch of ``b`` grouped into spans scheduled at once:
+    consecutive tiles of at least ``_DISTINCT_MIN_B`` points (those scheduled on the distinct
+    segment rows), as many per span as keep the schedule's workspace (chain starts and segment
+    ends, :meth:`~simcore.engine.schedule.SegmentTable.workspace`) under ``_SPAN_MAX_BYTES``,
+    spans of equal tile counts; a narrower tile is a span of its own."""
+    tiles = [(lo, min(b, lo + tile)) for lo in range(0, b, tile)]
+    if len(tiles) == 1:
+        return [tiles]
+    table = cw.segment_table
+    rows = table.plan.num_chains + table.num_rows + table.multi_src.size
+    most = max(1, _SPAN_MAX_BYTES // (8 * max(rows, 1) * tile))
+    spans: list[list[tuple[int, int]]] = []
+    run: list[tuple[int, int]] = []
+    for t in [*tiles, None]:
+        if t is not None and t[1] - t[0] >= _DISTINCT_MIN_B:
+            run.append(t)
+            continue
+        if run:
+            per = -(-len(run) // -(-len(run) // most))  # equal spans
+            spans += [run[i:i + per] for i in range(0, len(run), per)]
+            run = []
+        if t is not None:
+            spans.append([t])
+    return spans
+
+
+def _evaluate_span(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None,
+                   blocks: dict[int, FloatArray] | None, tiles: list[tuple[int, int]]
+                   ) -> list[StageBreakdown]:
+    """The breakdown of each tile of a span (:func:`_spans`). One tile: :func:`_evaluate_tile`.
+    Several: per tile the compute scale (a BLAS product: rounded as for that tile alone); the
+    segment rows of the whole span (sparse products, column by column) and one schedule of the
+    span; then per tile the breakdown on its columns of that schedule (views, no copy). The
+    same operations on the same values as :func:`_evaluate_tile` per tile."""
+    def tile_slow(lo: int, hi: int) -> FloatArray | None:
+        return None if slowdown is None else slowdown[..., lo:hi]
+
+    def tile_blocks(lo: int, hi: int) -> dict[int, FloatArray] | None:
+        return None if blocks is None else {u: e[:, lo:hi] for u, e in blocks.items()}
+
+    if len(tiles) == 1:
+        lo, hi = tiles[0]
+        return [_evaluate_tile(cw, np.ascontiguousarray(tdur[:, lo:hi]), tile_slow(lo, hi),
+                               tile_blocks(lo, hi))]
+    lo0, hi0 = tiles[0][0], tiles[-1][1]
+    cols = [np.ascontiguousarray(tdur[:, lo:hi]) for lo, hi in tiles]
+    scaled = [compute_scale(cw, col, tile_slow(lo, hi)) for col, (lo, hi) in zip(cols, tiles,
+                                                                                 strict=True)]
+    per_tile = [tile_blocks(lo, hi) or blocks_exposed(cw, col, scale)
+                for col, (lo, hi), (_, scale) in zip(cols, tiles, scaled, strict=True)]
+    span = np.ascontiguousarray(tdur[:, lo0:hi0])
+    scale = np.concatenate([s for _, s in scaled], axis=1)
+    span_blocks = {u: np.concatenate([d[u] for d in per_tile], axis=1) for u in per_tile[0]}
+    times = _table_times(cw, span, scale, span_blocks)
+    return [_breakdown(cw, col, times.columns(lo - lo0, hi - lo0), busy * s, found)
+            for col, (lo, hi), (busy, s), found in zip(cols, tiles, scaled, per_tile,
+                                                         strict=True)]
 
 
 def compute_scale(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray | None
@@ -370,16 +441,7 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
         blocks = blocks_exposed(cw, tdur, scale)
     times: LevelTimes | TableTimes
     if tdur.shape[1] >= _DISTINCT_MIN_B:  # the same sums, once per distinct segment row
-        rows, row_stage, _ = cw.distinct_segments
-        seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
-        seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
-        table = cw.segment_table
-        b = tdur.shape[1]
-        buf = table.rows_buffer(b)
-        np.add(seg_comp * scale[row_stage], seg_other, out=buf)
-        if blocks:
-            buf += _per_stage_rows(rows, row_stage, blocks)
-        times = table.run(b)
+        times = _table_times(cw, tdur, scale, blocks)
     else:
         seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
@@ -388,6 +450,24 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
             seg_dur += _per_stage_rows(cw.seg_counts, cw.seg_stage, blocks)
         times = run_chains_by_level(cw.plan, seg_dur, overwrite=True)  # seg_dur is ours
     return _breakdown(cw, tdur, times, busy * scale, blocks)
+
+
+def _table_times(cw: CompiledWorkload, tdur: FloatArray, scale: FloatArray,
+                 blocks: dict[int, FloatArray]) -> TableTimes:
+    """The schedule of the columns of ``tdur`` (U, B) on the distinct segment rows: each
+    row's compute seconds (stretched by ``scale`` (P, B) on its stage), other seconds and
+    closed-form blocks, written into the segment table's workspace, then its level loop."""
+    is_comp = cw.template_kind == COMPUTE
+    rows, row_stage, _ = cw.distinct_segments
+    seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
+    seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
+    table = cw.segment_table
+    b = tdur.shape[1]
+    buf = table.rows_buffer(b)
+    np.add(seg_comp * scale[row_stage], seg_other, out=buf)
+    if blocks:
+        buf += _per_stage_rows(rows, row_stage, blocks)
+    return table.run(b)
 
 
 def blocks_exposed(cw: CompiledWorkload, tdur: FloatArray, scale: FloatArray

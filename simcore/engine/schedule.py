@@ -707,12 +707,19 @@ class TableTimes:
     chain_row: IntArray  # (C,) row of ``ends`` holding each chain's duration
 
     def start_rows(self, rows: IntArray) -> FloatArray:
-        """(len(rows), B) start time of the chains ``rows`` (a fresh array)."""
-        return np.asarray(self.start_by_level.take(self.level_pos.take(rows), axis=0))
+        """(len(rows), B) start time of the chains ``rows`` (a fresh array; indexing, not
+        ``take``, which copies a column slice whole first)."""
+        return np.asarray(self.start_by_level[self.level_pos.take(rows)])
 
     def dur_rows(self, rows: IntArray) -> FloatArray:
         """(len(rows), B) duration of the chains ``rows`` (a fresh array)."""
-        return np.asarray(self.ends.take(self.chain_row.take(rows), axis=0))
+        return np.asarray(self.ends[self.chain_row.take(rows)])
+
+    def columns(self, lo: int, hi: int) -> TableTimes:
+        """The times of the batch columns ``lo:hi`` (views of the same workspace)."""
+        return TableTimes(start_by_level=self.start_by_level[:, lo:hi],
+                          level_pos=self.level_pos, ends=self.ends[:, lo:hi],
+                          chain_row=self.chain_row)
 
     def makespan(self, plan: SchedulePlan) -> FloatArray:
         """(B,) finish time of the last chain, read from the plan's :attr:`end_chains`."""
