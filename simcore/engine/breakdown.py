@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["exposed_by_kind", "exposed_stacked", "union_measure"]
+__all__ = ["exposed_by_kind", "exposed_on_padded", "exposed_stacked", "union_measure"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -65,16 +65,26 @@ def _sorted_by_start(starts: FloatArray, ends: FloatArray, label: IntArray
     over the window and its two boundary pairs (every other pair is unchanged), and a
     column that fails (equal starts out of row order, an entry that must leave the window)
     is sorted from scratch. Every column gets exactly its ``argsort(kind="stable")`` order.
+    Rows whose first column is already in order (one in-order stream: the usual case) are
+    returned as given, not copied, when every column is in order too.
     """
-    ref = np.argsort(starts[:, 0], kind="stable")
-    s = starts.take(ref, axis=0)
-    e = ends.take(ref, axis=0)
-    if s.shape[0] < 2:
-        return s, e, label[ref]
-    ahead = _stable_pairs(s, ref[:, None])
+    if starts.shape[0] < 2:
+        return starts, ends, label
+    col0 = starts[:, 0]
+    if bool((col0[1:] >= col0[:-1]).all()):  # the stable order of column 0: the rows as given
+        ref = np.arange(starts.shape[0], dtype=np.int64)
+        ahead = starts[1:] >= starts[:-1]  # each next row is later: equal starts are in order
+        s, e = starts, ends
+    else:
+        ref = np.argsort(col0, kind="stable")
+        s = starts.take(ref, axis=0)
+        e = ends.take(ref, axis=0)
+        ahead = _stable_pairs(s, ref[:, None])
     bad = np.flatnonzero(~ahead.all(axis=0))
     if bad.size == 0:
         return s, e, label[ref]
+    if s is starts:  # re-sorted below: a copy of the caller's arrays
+        s, e = starts.copy(), ends.copy()
     pairs = np.flatnonzero(~ahead[:, bad].all(axis=1))  # pair i: rows (i, i + 1)
     a, z = int(pairs[0]), int(pairs[-1]) + 2  # the window of rows a:z
     ws = s[a:z, bad]
@@ -115,16 +125,33 @@ class _Cover:
 
     def __init__(self, starts: FloatArray, ends: FloatArray) -> None:
         n, b = starts.shape
+        padded_starts = np.empty((n + 2, b))
+        padded_starts[1:-1] = starts
+        padded_ends = np.empty((n + 1, b))
+        padded_ends[1:] = ends
+        self._set(padded_starts, padded_ends)
+
+    @classmethod
+    def padded(cls, starts: FloatArray, ends: FloatArray) -> _Cover:
+        """The cover of the intervals in rows ``1:n+1`` of ``starts`` (n + 2, B) and rows
+        ``1:`` of ``ends`` (n + 1, B), arrays it takes over (their padding rows are set here):
+        no copy of the intervals."""
+        cover = cls.__new__(cls)
+        cover._set(starts, ends)
+        return cover
+
+    def _set(self, starts: FloatArray, ends: FloatArray) -> None:
+        """Pad ``starts`` (n + 2, B) and ``ends`` (n + 1, B), the intervals in their inner
+        rows, and sum the prefix lengths."""
+        n, b = ends.shape[0] - 1, ends.shape[1]
         self.n, self.b = n, b
-        self.starts = np.empty((n + 2, b))
-        self.starts[0] = -np.inf
-        self.starts[1:-1] = starts
-        self.starts[-1] = np.inf
-        self.ends = np.empty((n + 1, b))
-        self.ends[0] = -np.inf
-        self.ends[1:] = ends
+        starts[0] = -np.inf
+        starts[-1] = np.inf
+        ends[0] = -np.inf
+        self.starts, self.ends = starts, ends
         self.prefix = np.zeros((n + 1, b))
-        np.cumsum(ends - starts, axis=0, out=self.prefix[1:])
+        np.subtract(ends[1:], starts[1:-1], out=self.prefix[1:])
+        np.cumsum(self.prefix[1:], axis=0, out=self.prefix[1:])
 
     def rows(self, t: FloatArray) -> tuple[IntArray, IntArray, IntArray]:
         """Padded row of the last interval starting at or before each of the (m, B) times
@@ -202,17 +229,39 @@ def exposed_stacked(comp_start: FloatArray, comp_end: FloatArray, starts: FloatA
                     ) -> tuple[dict[str, FloatArray], FloatArray]:
     """:func:`exposed_by_kind` with the communication intervals already stacked: ``starts`` /
     ``ends`` (n >= 1, B), row ``i`` of kind ``names[label[i]]`` (every name present)."""
+    out, lo, hi = _exposed_pieces(_Cover(comp_start, comp_end), starts, ends, label, names)
+    return out, np.asarray((hi - lo).sum(axis=0))
+
+
+def exposed_on_padded(comp_start: FloatArray, comp_end: FloatArray, starts: FloatArray,
+                      ends: FloatArray, label: IntArray, names: list[str]
+                      ) -> dict[str, FloatArray]:
+    """The exposed seconds per kind of :func:`exposed_stacked` on compute intervals given in
+    rows ``1:n+1`` of ``comp_start`` (n + 2, B) and rows ``1:`` of ``comp_end`` (n + 1, B):
+    arrays it takes over, their padding rows overwritten (:meth:`_Cover.padded`; no copy)."""
+    return _exposed_pieces(_Cover.padded(comp_start, comp_end), starts, ends, label, names)[0]
+
+
+def _exposed_pieces(cover: _Cover, starts: FloatArray, ends: FloatArray, label: IntArray,
+                    names: list[str]) -> tuple[dict[str, FloatArray], FloatArray, FloatArray]:
+    """(kind -> (B,) exposed seconds, the pieces' (n, B) lo and hi): the union of the
+    communication intervals cut into disjoint pieces, each charged to the kind of the
+    interval that opened it, less its part on the compute ``cover``."""
     s, e, kinds = _sorted_by_start(starts, ends, label)
     n, b = s.shape
     t = np.empty((2 * n, b))  # the pieces' (lo, hi), queried on the cover at once
     lo, hi = t[:n], t[n:]
-    run = np.maximum.accumulate(e, axis=0)
+    np.maximum.accumulate(e, axis=0, out=hi)  # the running end, before hi is set
     lo[0] = s[0]
-    np.maximum(s[1:], run[:-1], out=lo[1:])
+    np.maximum(s[1:], hi[:-1], out=lo[1:])
     np.maximum(lo, e, out=hi)
-    g = _Cover(comp_start, comp_end).covered(t)
-    outside = (hi - lo) - (g[n:] - g[:n])
+    g = cover.covered(t)
+    covered = np.subtract(g[n:], g[:n], out=g[n:])
+    outside = np.subtract(hi, lo)
+    outside -= covered
+    if kinds.ndim == 1 and len(names) == 1:  # one kind: np.where would select every row
+        return {names[0]: np.asarray(outside.sum(axis=0))}, lo, hi
     if kinds.ndim == 1:
         kinds = kinds[:, None]
     out = {k: np.where(kinds == i, outside, 0.0).sum(axis=0) for i, k in enumerate(names)}
-    return out, np.asarray((hi - lo).sum(axis=0))
+    return out, lo, hi

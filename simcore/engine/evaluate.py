@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sps
 from numpy.typing import NDArray
 
-from simcore.engine.breakdown import exposed_stacked
+from simcore.engine.breakdown import exposed_on_padded
 from simcore.engine.result import COMM_KINDS
 from simcore.engine.schedule import (
     LevelTimes,
@@ -370,10 +370,10 @@ def _evaluate_span(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
                    blocks: dict[int, FloatArray] | None, tiles: list[tuple[int, int]]
                    ) -> list[StageBreakdown]:
     """The breakdown of each tile of a span (:func:`_spans`). One tile: :func:`_evaluate_tile`.
-    Several: per tile the compute scale (a BLAS product: rounded as for that tile alone); the
-    segment rows of the whole span (sparse products, column by column) and one schedule of the
-    span; then per tile the breakdown on its columns of that schedule (views, no copy). The
-    same operations on the same values as :func:`_evaluate_tile` per tile."""
+    Several: per tile the compute scale (a BLAS product: rounded as for that tile alone) and
+    the segment rows (tile by tile: arrays that stay in cache), one level loop over the span,
+    then per tile the breakdown on its columns of that schedule (views, no copy). The same
+    operations on the same values as :func:`_evaluate_tile` per tile."""
     def tile_slow(lo: int, hi: int) -> FloatArray | None:
         return None if slowdown is None else slowdown[..., lo:hi]
 
@@ -384,16 +384,14 @@ def _evaluate_span(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
         lo, hi = tiles[0]
         return [_evaluate_tile(cw, np.ascontiguousarray(tdur[:, lo:hi]), tile_slow(lo, hi),
                                tile_blocks(lo, hi))]
-    lo0, hi0 = tiles[0][0], tiles[-1][1]
+    lo0 = tiles[0][0]
     cols = [np.ascontiguousarray(tdur[:, lo:hi]) for lo, hi in tiles]
     scaled = [compute_scale(cw, col, tile_slow(lo, hi)) for col, (lo, hi) in zip(cols, tiles,
                                                                                  strict=True)]
     per_tile = [tile_blocks(lo, hi) or blocks_exposed(cw, col, scale)
                 for col, (lo, hi), (_, scale) in zip(cols, tiles, scaled, strict=True)]
-    span = np.ascontiguousarray(tdur[:, lo0:hi0])
-    scale = np.concatenate([s for _, s in scaled], axis=1)
-    span_blocks = {u: np.concatenate([d[u] for d in per_tile], axis=1) for u in per_tile[0]}
-    times = _table_times(cw, span, scale, span_blocks)
+    times = _table_times(cw, [(col, s, found) for col, (_, s), found in zip(cols, scaled, per_tile,
+                                                                            strict=True)])
     return [_breakdown(cw, col, times.columns(lo - lo0, hi - lo0), busy * s, found)
             for col, (lo, hi), (busy, s), found in zip(cols, tiles, scaled, per_tile,
                                                          strict=True)]
@@ -441,7 +439,7 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
         blocks = blocks_exposed(cw, tdur, scale)
     times: LevelTimes | TableTimes
     if tdur.shape[1] >= _DISTINCT_MIN_B:  # the same sums, once per distinct segment row
-        times = _table_times(cw, tdur, scale, blocks)
+        times = _table_times(cw, [(tdur, scale, blocks)])
     else:
         seg_comp = np.asarray(cw.seg_counts @ (tdur * is_comp[:, None]))
         seg_other = np.asarray(cw.seg_counts @ (tdur * (~is_comp)[:, None]))
@@ -452,22 +450,36 @@ def _evaluate_tile(cw: CompiledWorkload, tdur: FloatArray, slowdown: FloatArray 
     return _breakdown(cw, tdur, times, busy * scale, blocks)
 
 
-def _table_times(cw: CompiledWorkload, tdur: FloatArray, scale: FloatArray,
-                 blocks: dict[int, FloatArray]) -> TableTimes:
-    """The schedule of the columns of ``tdur`` (U, B) on the distinct segment rows: each
-    row's compute seconds (stretched by ``scale`` (P, B) on its stage), other seconds and
-    closed-form blocks, written into the segment table's workspace, then its level loop."""
+def _table_times(cw: CompiledWorkload, tiles: list[tuple[FloatArray, FloatArray,
+                                                         dict[int, FloatArray]]]) -> TableTimes:
+    """One schedule of the column tiles ``(tdur (U, b), scale (P, b), blocks)`` side by side on
+    the distinct segment rows: each tile's rows written into its columns of the segment
+    table's workspace (:func:`_segment_rows`), then the table's level loop over all of them."""
+    table = cw.segment_table
+    b = sum(tdur.shape[1] for tdur, _, _ in tiles)
+    buf = table.rows_buffer(b)
+    bounds = []
+    lo = 0
+    for tdur, scale, blocks in tiles:
+        hi = lo + tdur.shape[1]
+        _segment_rows(cw, tdur, scale, blocks, buf[:, lo:hi])
+        bounds.append((lo, hi))
+        lo = hi
+    return table.run(b, bounds)
+
+
+def _segment_rows(cw: CompiledWorkload, tdur: FloatArray, scale: FloatArray,
+                  blocks: dict[int, FloatArray], out: FloatArray) -> None:
+    """Seconds of each distinct segment row for the columns of ``tdur`` (U, B) into ``out``
+    (R, B): its compute (stretched by ``scale`` (P, B) on its stage), other seconds and
+    closed-form blocks."""
     is_comp = cw.template_kind == COMPUTE
     rows, row_stage, _ = cw.distinct_segments
     seg_comp = np.asarray(rows @ (tdur * is_comp[:, None]))
     seg_other = np.asarray(rows @ (tdur * (~is_comp)[:, None]))
-    table = cw.segment_table
-    b = tdur.shape[1]
-    buf = table.rows_buffer(b)
-    np.add(seg_comp * scale[row_stage], seg_other, out=buf)
+    np.add(seg_comp * scale[row_stage], seg_other, out=out)
     if blocks:
-        buf += _per_stage_rows(rows, row_stage, blocks)
-    return table.run(b)
+        out += _per_stage_rows(rows, row_stage, blocks)
 
 
 def blocks_exposed(cw: CompiledWorkload, tdur: FloatArray, scale: FloatArray
@@ -490,6 +502,46 @@ def _per_stage_rows(counts: sps.csr_matrix, row_stage: IntArray,
     return out
 
 
+def _stage_comm_exposed(cw: CompiledWorkload, times: LevelTimes | TableTimes, stage: int,
+                        cols: IntArray | None) -> dict[str, FloatArray]:
+    """Kind -> exposed seconds of the communication off ``stage``'s compute stream, in the
+    batch columns ``cols`` (None: all). Only this stage's chains are gathered, the compute
+    intervals straight into the padded rows of the breakdown's cover
+    (:func:`~simcore.engine.breakdown.exposed_on_padded`)."""
+    names = list(cw.comm_chains[stage])
+    if not names:
+        return {}
+    comm = list(cw.comm_chains[stage].values())
+    label = np.repeat(np.arange(len(names)), [part.size for part in comm])
+    comp_start, comp_end = _padded_intervals(times, cw.compute_chains[stage], cols)
+    start, finish = _intervals(times, np.concatenate(comm), cols)
+    return exposed_on_padded(comp_start, comp_end, start, finish, label, names)
+
+
+def _intervals(times: LevelTimes | TableTimes, chains: IntArray, cols: IntArray | None
+               ) -> tuple[FloatArray, FloatArray]:
+    """(n, B) start and finish (start + duration) of ``chains`` in the columns ``cols``."""
+    start, dur = times.start_rows(chains), times.dur_rows(chains)
+    if cols is not None:  # rows first, then the columns
+        start, dur = start[:, cols], dur[:, cols]
+    return start, np.add(start, dur, out=dur)
+
+
+def _padded_intervals(times: LevelTimes | TableTimes, chains: IntArray, cols: IntArray | None
+                      ) -> tuple[FloatArray, FloatArray]:
+    """:func:`_intervals` of ``chains`` in rows ``1:n+1`` of an (n + 2, B) start array and
+    rows ``1:`` of an (n + 1, B) finish array, the other rows left for the cover's padding."""
+    if chains.size == 0:
+        width = times.start_by_level.shape[1] if cols is None else cols.size
+        return np.empty((2, width)), np.empty((1, width))
+    padded = np.concatenate([chains[:1], chains, chains[:1]])
+    start, dur = times.start_rows(padded), times.dur_rows(padded[:-1])
+    if cols is not None:
+        start, dur = start[:, cols], dur[:, cols]
+    np.add(start[1:-1], dur[1:], out=dur[1:])
+    return start, dur
+
+
 def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes | TableTimes,
                busy: FloatArray, blocks: dict[int, FloatArray] | None = None) -> StageBreakdown:
     """Breakdown on the stage with the most compute (ties: the first), per design point."""
@@ -507,23 +559,7 @@ def _breakdown(cw: CompiledWorkload, tdur: FloatArray, times: LevelTimes | Table
         for template, seconds in (blocks or {}).items():  # closed-form blocks' exposed TP
             exposed[COMM_KINDS[cw.template_kind[template]]][cols] += \
                 counts[template] * seconds[s, cols]
-        # gather only this stage's chains (rows first), columns only when the pick is mixed
-        cc = cw.compute_chains[s]
-        parts = [cc, *cw.comm_chains[s].values()]
-        rows = np.concatenate(parts)
-        start = times.start_rows(rows)
-        dur = times.dur_rows(rows)
-        if cols.size < b:
-            start, dur = start[:, cols], dur[:, cols]
-        finish = start + dur
-        names = list(cw.comm_chains[s])
-        if names:  # the stage's communication rows, stacked by kind, follow its compute rows
-            label = np.repeat(np.arange(len(names)), [p.size for p in parts[1:]])
-            off, _ = exposed_stacked(start[:cc.size], finish[:cc.size], start[cc.size:],
-                                     finish[cc.size:], label, names)
-        else:
-            off = {}
-        for k, v in off.items():
+        for k, v in _stage_comm_exposed(cw, times, s, cols if cols.size < b else None).items():
             exposed[k][cols] += v
     exposed_total = np.zeros(b)
     for v in exposed.values():

@@ -794,14 +794,18 @@ class SegmentTable:
         c = self.plan.num_chains
         return joint[c:c + self.num_rows]
 
-    def run(self, b: int) -> TableTimes:
+    def run(self, b: int, column_tiles: list[tuple[int, int]] | None = None) -> TableTimes:
         """Schedule the batch of width ``b`` whose (R, B) duration rows were written into
-        :meth:`rows_buffer`."""
+        :meth:`rows_buffer`; the running sums of multi-segment chains are taken per column
+        tile ``(lo, hi)`` of ``column_tiles`` (default: all columns at once; columns are
+        summed alone, so the tiles only keep the arrays in cache)."""
         joint, prog = self.workspace(b)
         c, r = self.plan.num_chains, self.num_rows
         ends = joint[c:]
         if self.multi_src.size:
-            ends[r:] = _segmented_cumsum(ends[:r].take(self.multi_src, axis=0), self.multi_ptr)
+            for lo, hi in column_tiles or [(0, b)]:
+                ends[r:, lo:hi] = _segmented_cumsum(ends[:r, lo:hi][self.multi_src],
+                                                    self.multi_ptr)
         if c:
             _run_program(joint, prog)
         return TableTimes(start_by_level=joint[:c], level_pos=self.plan.level_pos, ends=ends,

@@ -155,12 +155,12 @@ def test_batch_breakdown_equals_the_previous_path(plan: ParallelSpec,
     new = evaluate_times(cw, tdur, slow)
 
     def previous(comp_s: np.ndarray, comp_e: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                 label: np.ndarray, names: list[str]
-                 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+                 label: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+        """The previous path on the compute intervals inside the padding rows."""
         comm = {k: (starts[label == i], ends[label == i]) for i, k in enumerate(names)}
-        return _previous(comp_s, comp_e, comm), np.zeros(comp_s.shape[1])
+        return _previous(comp_s[1:-1], comp_e[1:], comm)
 
-    monkeypatch.setattr(evaluate, "exposed_stacked", previous)
+    monkeypatch.setattr(evaluate, "exposed_on_padded", previous)
     old = evaluate_times(cw, tdur, slow)
     for k, v in old.exposed_by_kind.items():
         np.testing.assert_array_equal(new.exposed_by_kind[k], v)
