@@ -284,8 +284,9 @@ _TILE_BYTES = 4 * 2**20  # working set per batch tile (reused buffers; best of 2
 _TILE_MIN_POINTS = 96
 _TILE_MAX_BYTES = 64 * 2**20
 # tiles scheduled at once (a span) while the schedule's workspace stays under this: GPT-3 /
-# Llama ZeRO-3 plans have 5,000 levels, each one Python call per span
-_SPAN_MAX_BYTES = 64 * 2**20
+# Llama ZeRO-3 plans have ~5,000 levels, each one Python call per span (GPT-3 TP8 PP8 ZeRO-3:
+# 47,600 chains, 6 tiles of 94 points per span)
+_SPAN_MAX_BYTES = 256 * 2**20
 
 
 def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,

@@ -56,6 +56,9 @@ class _Level(NamedTuple):
 
 
 _LOCK = threading.Lock()
+#: a segment table keeps the workspaces of up to 8 batch widths while together they stay
+#: under this (a wide span of a large graph takes ~200 MiB)
+_WORKSPACES_MAX_BYTES = 512 * 2**20
 
 
 @dataclass(frozen=True, eq=False)
@@ -648,6 +651,18 @@ def _segmented_cumsum(values: FloatArray, group_ptr: IntArray) -> FloatArray:
     return np.asarray(cs - np.repeat(base, sizes, axis=0))
 
 
+def _segmented_cumsum_into(values: FloatArray, group_ptr: IntArray, out: FloatArray) -> None:
+    """:func:`_segmented_cumsum` written into ``out`` (the same floats: the running sum of all
+    rows, less the running sum before each group that does not start at row 0), without its
+    (rows, B) temporaries."""
+    np.cumsum(values, axis=0, out=out)
+    starts = group_ptr[:-1]
+    first = int(np.searchsorted(starts, 0, side="right"))  # groups from row 0 keep their sums
+    if first < starts.size:
+        before = np.repeat(starts[first:] - 1, np.diff(group_ptr)[first:])
+        out[int(starts[first]):] -= out[before]
+
+
 def _segment_ends(plan: SchedulePlan, seg_dur: FloatArray, overwrite: bool = False
                   ) -> FloatArray:
     """(S, B) end of each segment relative to its chain's start; cumulative sums are taken
@@ -782,7 +797,8 @@ class SegmentTable:
         if work is None:
             work = _level_program(self.plan.steps, self.plan.num_chains,
                                   self.num_rows + self.multi_src.size, self.seg_row, b)
-            if len(self._work) >= 8:
+            kept = sum(joint.nbytes for joint, _ in self._work.values())
+            if len(self._work) >= 8 or kept + work[0].nbytes > _WORKSPACES_MAX_BYTES:
                 self._work.clear()
             self._work[key] = work
         return work
@@ -804,8 +820,8 @@ class SegmentTable:
         ends = joint[c:]
         if self.multi_src.size:
             for lo, hi in column_tiles or [(0, b)]:
-                ends[r:, lo:hi] = _segmented_cumsum(ends[:r, lo:hi][self.multi_src],
-                                                    self.multi_ptr)
+                _segmented_cumsum_into(ends[:r, lo:hi][self.multi_src], self.multi_ptr,
+                                       ends[r:, lo:hi])
         if c:
             _run_program(joint, prog)
         return TableTimes(start_by_level=joint[:c], level_pos=self.plan.level_pos, ends=ends,

@@ -17,6 +17,7 @@ import pytest
 from simcore.api import compiled_workload
 from simcore.engine import evaluate
 from simcore.engine.evaluate import StageBreakdown, evaluate_times, template_durations
+from simcore.engine.schedule import _segmented_cumsum, _segmented_cumsum_into
 from simcore.hardware.batch import SystemBatch
 from simcore.specs.parallel import ParallelSpec
 from simcore.specs.system import SystemSpec
@@ -82,3 +83,17 @@ def test_a_narrow_tile_is_a_span_of_its_own(monkeypatch: pytest.MonkeyPatch) -> 
     together = evaluate_times(cw, tdur, None)
     monkeypatch.setattr(evaluate, "_SPAN_MAX_BYTES", 0)
     _equal(together, evaluate_times(cw, tdur, None))
+
+
+@pytest.mark.parametrize("sizes", [[3, 2, 4], [0, 2, 3], [1], [2, 0, 5, 1]],
+                         ids=["three", "empty-first", "one", "empty-inside"])
+def test_segmented_cumsum_into_equals_the_segmented_cumsum(sizes: list[int]) -> None:
+    """The in-place running sums per group: the same floats as ``_segmented_cumsum``, into
+    a column slice of a wider buffer."""
+    rng = np.random.default_rng(len(sizes))
+    ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    values = rng.exponential(1e-3, (int(ptr[-1]), 7)) * rng.uniform(0.5, 3.0, 7)
+    buffer = np.full((values.shape[0], 12), np.nan)
+    _segmented_cumsum_into(values, ptr, buffer[:, 3:10])
+    np.testing.assert_array_equal(buffer[:, 3:10], _segmented_cumsum(values, ptr))
+    assert np.isnan(buffer[:, :3]).all() and np.isnan(buffer[:, 10:]).all()
