@@ -24,6 +24,7 @@ is a batch of one.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,9 +57,45 @@ class _Level(NamedTuple):
 
 
 _LOCK = threading.Lock()
-#: a segment table keeps the workspaces of up to 8 batch widths while together they stay
-#: under this (a wide span of a large graph takes ~200 MiB)
+#: schedule workspaces kept between batches by all segment tables of the process together,
+#: the least recently used dropped first: a wide span of a large graph takes ~200 MiB
+#: (GPT-3 TP8 PP8 ZeRO-3), and a process caches up to 32 compiled structures (simcore.api)
 _WORKSPACES_MAX_BYTES = 512 * 2**20
+_KEPT_LOCK = threading.Lock()
+_KEPT: OrderedDict[tuple[int, tuple[int, int]], tuple[weakref.ref[SegmentTable], int]] = \
+    OrderedDict()
+
+
+def _keep_workspace(table: SegmentTable, key: tuple[int, int], nbytes: int) -> None:
+    """Count ``table``'s new workspace ``key`` among the kept ones (most recent last), then
+    drop the least recently used of any table while they exceed :data:`_WORKSPACES_MAX_BYTES`
+    (the newest is always kept: a caller is about to use it)."""
+    with _KEPT_LOCK:
+        _KEPT[(id(table), key)] = (weakref.ref(table), nbytes)
+        for k in [k for k, (ref, _) in _KEPT.items() if ref() is None]:
+            del _KEPT[k]  # tables collected with their compiled structure
+        total = sum(n for _, n in _KEPT.values())
+        while total > _WORKSPACES_MAX_BYTES and len(_KEPT) > 1:
+            (_, old_key), (ref, n) = _KEPT.popitem(last=False)
+            owner = ref()
+            if owner is not None:
+                owner._work.pop(old_key, None)
+            total -= n
+
+
+def _touch_workspace(table: SegmentTable, key: tuple[int, int]) -> None:
+    """Mark ``table``'s workspace ``key`` most recently used."""
+    with _KEPT_LOCK:
+        with_key = (id(table), key)
+        if with_key in _KEPT:
+            _KEPT.move_to_end(with_key)
+
+
+def _forget_workspaces(table: SegmentTable) -> None:
+    """Stop counting the workspaces ``table`` drops."""
+    with _KEPT_LOCK:
+        for key in list(table._work):
+            _KEPT.pop((id(table), key), None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -794,13 +831,16 @@ class SegmentTable:
         M running sums) and the level operations on it, per thread and batch width."""
         key = (threading.get_ident(), b)
         work = self._work.get(key)
-        if work is None:
-            work = _level_program(self.plan.steps, self.plan.num_chains,
-                                  self.num_rows + self.multi_src.size, self.seg_row, b)
-            kept = sum(joint.nbytes for joint, _ in self._work.values())
-            if len(self._work) >= 8 or kept + work[0].nbytes > _WORKSPACES_MAX_BYTES:
-                self._work.clear()
-            self._work[key] = work
+        if work is not None:
+            _touch_workspace(self, key)
+            return work
+        work = _level_program(self.plan.steps, self.plan.num_chains,
+                              self.num_rows + self.multi_src.size, self.seg_row, b)
+        if len(self._work) >= 8:
+            _forget_workspaces(self)
+            self._work.clear()
+        self._work[key] = work
+        _keep_workspace(self, key, work[0].nbytes)
         return work
 
     def rows_buffer(self, b: int) -> FloatArray:

@@ -97,3 +97,37 @@ def test_segmented_cumsum_into_equals_the_segmented_cumsum(sizes: list[int]) -> 
     _segmented_cumsum_into(values, ptr, buffer[:, 3:10])
     np.testing.assert_array_equal(buffer[:, 3:10], _segmented_cumsum(values, ptr))
     assert np.isnan(buffer[:, :3]).all() and np.isnan(buffer[:, 10:]).all()
+
+
+def test_kept_workspaces_stay_within_one_budget_for_the_whole_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The schedule workspaces every segment table keeps between batches count against one
+    process-wide budget, least recently used dropped first (a worker caches up to 32 compiled
+    structures; a span's workspace of a large graph is ~200 MiB); a dropped workspace is
+    rebuilt on demand and gives the same numbers."""
+    from simcore.engine import schedule
+
+    systems = _batch(64)
+    tables = [compiled_workload(MODEL, plan, systems[0]).segment_table for plan in PLANS[:3]]
+    sizes = {id(t): t.workspace(48)[0].nbytes for t in tables}
+    budget = max(sizes.values()) + min(sizes.values())  # room for two, never for three
+    assert budget < sum(sizes.values())
+    monkeypatch.setattr(schedule, "_KEPT", type(schedule._KEPT)())
+    monkeypatch.setattr(schedule, "_WORKSPACES_MAX_BYTES", budget)
+    for t in tables:
+        t._work.clear()
+
+    def kept() -> list[int]:
+        return [i for i, t in enumerate(tables) if t._work]
+
+    tables[0].workspace(48)
+    tables[1].workspace(48)
+    tables[0].workspace(48)  # used again: now the most recent
+    tables[2].workspace(48)  # over budget: the least recently used (table 1) goes
+    assert kept() == [0, 2]
+    assert sum(n for _, n in schedule._KEPT.values()) <= budget
+    cw = compiled_workload(MODEL, PLANS[1], systems[0])
+    tdur = template_durations(cw, SystemBatch.from_specs(systems), "bf16")
+    before = evaluate_times(cw, tdur, None)  # table 1 rebuilds its workspace
+    assert 1 in kept()
+    _equal(evaluate_times(cw, tdur, None), before)
