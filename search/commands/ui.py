@@ -3,8 +3,9 @@
 Serves ``<repo or cwd>/.simsweep/mlflow.db`` (the default store of ``simsweep sweep``) with its
 artifacts, on 127.0.0.1:5000 unless told otherwise, and prints one link per experiment: its
 runs table in the saved view of its latest sweep or study (child runs flat, sorted by the
-objective, axis and metric columns shown). The process becomes the MLflow server (exec);
-Ctrl-C stops it.
+objective, axis and metric columns shown). The process becomes the MLflow server (exec):
+one uvicorn worker and no MLflow job runner (its queue consumers, one process each, serve
+GenAI jobs a runs table never starts); Ctrl-C stops it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import sys
 from search.commands.usage import print_help, wants_help
 from search.quiet import server_warning_env
 
-__all__ = ["main", "ui_command"]
+__all__ = ["main", "server_env", "ui_command"]
+
+#: MLflow's switch for its job runner (``mlflow.environment_variables``)
+_JOB_EXECUTION = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 
 
 def ui_command(argv: list[str]) -> list[str]:
@@ -44,6 +48,15 @@ def ui_command(argv: list[str]) -> list[str]:
 _OPTIONS = [("--host HOST", "address to serve on (default 127.0.0.1)"),
             ("--port PORT", "port (default 5000)"),
             ("--uri URI", "tracking store (default .simsweep/mlflow.db with its artifacts)")]
+
+def server_env(env: dict[str, str]) -> dict[str, str]:
+    """The MLflow server's environment: ``env`` without third-party deprecation notices
+    (:mod:`search.quiet`) and with MLflow's job runner off unless ``env`` sets it. The runner
+    starts a queue consumer process per job kind beside the server; they double its start-up
+    on a small machine, and a SIGINT to the server's PID alone leaves them orphaned, busy,
+    for about a minute."""
+    return {_JOB_EXECUTION: "false", **server_warning_env(env)}
+
 
 def _experiment_links(store: str, base: str) -> list[tuple[str, str]]:
     """(experiment name, runs-table link) of every experiment in a local store."""
@@ -75,6 +88,5 @@ def main(argv: list[str]) -> int:
     for name, link in _experiment_links(store, base):
         print(f"  {name}: {link}", flush=True)
     sys.stdout.flush()
-    # become the MLflow server (signals reach it directly), without third-party deprecation
-    # notices (search.quiet)
-    os.execve(cmd[0], cmd, server_warning_env(dict(os.environ)))
+    # become the MLflow server (signals reach it directly)
+    os.execve(cmd[0], cmd, server_env(dict(os.environ)))

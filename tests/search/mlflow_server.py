@@ -19,7 +19,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-__all__ = ["free_port", "kill_server", "logged_children", "start_server", "wait_healthy"]
+__all__ = ["free_port", "group_pids", "kill_server", "logged_children", "start_server",
+           "wait_healthy"]
 
 
 def free_port() -> int:
@@ -54,7 +55,7 @@ def wait_healthy(server: subprocess.Popen[bytes], base: str, timeout_s: float = 
         time.sleep(0.25)
 
 
-def _group(pgid: int) -> list[int]:
+def group_pids(pgid: int) -> list[int]:
     """PIDs of the live processes of process group and session ``pgid`` (from /proc)."""
     out = []
     for entry in Path("/proc").iterdir():
@@ -79,7 +80,7 @@ def kill_server(server: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> N
         server.kill()
         server.wait()
     deadline = time.monotonic() + 10
-    while (left := _group(server.pid)) and time.monotonic() < deadline:
+    while (left := group_pids(server.pid)) and time.monotonic() < deadline:
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
