@@ -10,41 +10,103 @@ GenAI jobs a runs table never starts); Ctrl-C stops it.
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import sys
 
 from search.commands.usage import print_help, wants_help
 from search.quiet import server_warning_env
+from simcore.errors import InputError, require
 
-__all__ = ["main", "server_env", "ui_command"]
+__all__ = ["check_port_free", "main", "server_env", "ui_command"]
 
 #: MLflow's switch for its job runner (``mlflow.environment_variables``)
 _JOB_EXECUTION = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 
 
 def ui_command(argv: list[str]) -> list[str]:
-    """The ``mlflow ui`` command line for ``argv``."""
-    from search.tracking.client import default_store
+    """The ``mlflow ui`` command line for ``argv``.
 
-    opts = {"--host": "127.0.0.1", "--port": "5000", "--uri": None}
-    it = iter(argv)
-    for arg in it:
-        key, _, value = arg.partition("=")
-        if key not in opts:
-            raise SystemExit(f"simsweep ui: unknown option {arg!r} (use --host, --port, --uri)")
-        opts[key] = value or next(it, None)
-    uri, artifacts = default_store()
+    Raises:
+        InputError: an unknown option, an option without its value, or a port outside
+            1..65535.
+    """
+    opts = _options(argv)
     # one server process (MLflow's default of 4 takes tens of seconds to start on a small
     # machine; one serves a local browser), uvicorn's per-request INFO lines off
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--host", str(opts["--host"]),
-           "--port", str(opts["--port"]), "--workers", "1",
-           "--uvicorn-opts", "--log-level warning",
-           "--backend-store-uri", opts["--uri"] or uri]
-    if opts["--uri"] is None:
-        cmd += ["--default-artifact-root", artifacts]
-    return cmd
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--host", opts["--host"],
+           "--port", opts["--port"], "--workers", "1",
+           "--uvicorn-opts", "--log-level warning"]
+    if "--uri" in opts:
+        return [*cmd, "--backend-store-uri", opts["--uri"]]
+    from search.tracking.client import default_store
+
+    uri, artifacts = default_store()
+    return [*cmd, "--backend-store-uri", uri, "--default-artifact-root", artifacts]
 
 
+def _options(argv: list[str]) -> dict[str, str]:
+    """``--host`` / ``--port`` (defaults filled in) and ``--uri`` when given, from ``argv``
+    (``--key value`` or ``--key=value``)."""
+    opts = {"--host": "127.0.0.1", "--port": "5000"}
+    it = iter(argv)
+    for arg in it:
+        key, eq, value = arg.partition("=")
+        if key not in _KEYS:
+            raise InputError("option", arg, "unknown; the options are --host, --port, --uri")
+        given = value if eq else next(it, None)
+        if not given or given.startswith("--"):
+            raise InputError(key, given, f"needs a value, e.g. {_KEYS[key]}")
+        opts[key] = given
+    port = opts["--port"]
+    require(port.isdigit() and 1 <= int(port) <= 65535, "--port", port,
+            "must be a TCP port number in 1..65535")
+    return opts
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse to start where the server could not listen: ``port`` in use on ``host`` (a
+    running ``simsweep ui`` or another server), or an address this machine cannot serve on.
+
+    Raises:
+        InputError: naming ``--port`` or ``--host``, before anything is printed.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port,
+                                                             type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as err:
+        if err.errno != errno.EADDRINUSE:
+            raise InputError("--host", host, f"cannot serve on this address "
+                             f"({err.strerror or err})") from None
+        what = ("an MLflow server already serves it (open that one, or stop it)"
+                if _mlflow_answers(host, port) else "another process listens on it")
+        raise InputError("--port", port, f"in use on {host}: {what}; choose another "
+                         "--port") from None
+
+
+def _mlflow_answers(host: str, port: int) -> bool:
+    """Whether an MLflow server answers ``/health`` at ``host:port``."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{_url_host(host)}:{port}/health", timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def _url_host(host: str) -> str:
+    """``host`` as the host part of a URL (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
+#: the options and an example value of each
+_KEYS = {"--host": "--host 127.0.0.1", "--port": "--port 5001",
+         "--uri": "--uri sqlite:////abs/path/mlflow.db"}
 _OPTIONS = [("--host HOST", "address to serve on (default 127.0.0.1)"),
             ("--port PORT", "port (default 5000)"),
             ("--uri URI", "tracking store (default .simsweep/mlflow.db with its artifacts)")]
@@ -82,7 +144,9 @@ def main(argv: list[str]) -> int:
     cmd = ui_command(argv)
     from search.tracking.client import ui_link
 
-    base = f"http://{cmd[cmd.index('--host') + 1]}:{cmd[cmd.index('--port') + 1]}"
+    host, port = cmd[cmd.index("--host") + 1], cmd[cmd.index("--port") + 1]
+    check_port_free(host, int(port))
+    base = f"http://{_url_host(host)}:{port}"
     store = cmd[cmd.index('--backend-store-uri') + 1]
     print(f"MLflow UI on {ui_link(base)} (store {store}); Ctrl-C to stop", flush=True)
     for name, link in _experiment_links(store, base):
