@@ -14,6 +14,7 @@ import errno
 import os
 import socket
 import sys
+from pathlib import Path
 
 from search.commands.usage import print_help, wants_help
 from search.quiet import server_warning_env
@@ -29,8 +30,8 @@ def ui_command(argv: list[str]) -> list[str]:
     """The ``mlflow ui`` command line for ``argv``.
 
     Raises:
-        InputError: an unknown option, an option without its value, or a port outside
-            1..65535.
+        InputError: an unknown option, an option without its value, a port outside
+            1..65535, or a ``--uri`` that names no store (:func:`_existing_store`).
     """
     opts = _options(argv)
     # one server process (MLflow's default of 4 takes tens of seconds to start on a small
@@ -39,7 +40,7 @@ def ui_command(argv: list[str]) -> list[str]:
            "--port", opts["--port"], "--workers", "1",
            "--uvicorn-opts", "--log-level warning"]
     if "--uri" in opts:
-        return [*cmd, "--backend-store-uri", opts["--uri"]]
+        return [*cmd, "--backend-store-uri", _existing_store(opts["--uri"])]
     from search.tracking.client import default_store
 
     uri, artifacts = default_store()
@@ -63,6 +64,26 @@ def _options(argv: list[str]) -> dict[str, str]:
     require(port.isdigit() and 1 <= int(port) <= 65535, "--port", port,
             "must be a TCP port number in 1..65535")
     return opts
+
+
+def _existing_store(uri: str) -> str:
+    """``uri`` when it names a store to serve: a SQLite URI of an existing file, or another
+    database or server URI. MLflow would create a missing SQLite file (a mistyped path serves
+    an empty UI) and takes a plain path for its file store, which it refuses to open.
+
+    Raises:
+        InputError: a plain path, or a SQLite file that does not exist.
+    """
+    if "://" not in uri:
+        raise InputError("--uri", uri, "must be a tracking URI, e.g. sqlite:////abs/path/"
+                         "mlflow.db (a plain path is MLflow's file store, which it refuses)")
+    if uri.startswith("sqlite:///") and uri != "sqlite:///:memory:":
+        path = Path(uri[len("sqlite:///"):])
+        if not path.is_file():
+            raise InputError("--uri", uri, f"no such store: {path} does not exist (a sweep "
+                             "creates its store; without --uri the local .simsweep/mlflow.db "
+                             "is served)")
+    return uri
 
 
 def check_port_free(host: str, port: int) -> None:

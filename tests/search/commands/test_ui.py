@@ -77,9 +77,27 @@ def test_a_bad_option_is_refused_before_the_store_is_touched(
     assert not (tmp_path / ".simsweep").exists()
 
 
+@pytest.mark.parametrize(("uri", "needle"), [
+    ("sqlite:///{tmp}/typo.db", "no such store: {tmp}/typo.db does not exist"),
+    ("sqlite:///{tmp}/no/folder/mlflow.db", "no such store: {tmp}/no/folder/mlflow.db"),
+    ("{tmp}/mlflow.db", "must be a tracking URI, e.g. sqlite:////abs/path/mlflow.db"),
+])
+def test_a_uri_naming_no_store_is_refused_not_created(tmp_path: Path, uri: str,
+                                                       needle: str) -> None:
+    with pytest.raises(InputError) as err:
+        ui_command(["--uri", uri.format(tmp=tmp_path)])
+    assert needle.format(tmp=tmp_path) in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "mlflow.db").touch()  # an existing store is served as it is
+    good = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cmd = ui_command(["--uri", good])
+    assert cmd[cmd.index("--backend-store-uri") + 1] == good
+
+
 def test_a_port_in_use_is_one_line_and_exit_2_before_any_link(tmp_path: Path) -> None:
     """A second ``simsweep ui`` on a port another process listens on names the port (MLflow
     itself prints its links, fails to bind and exits 0)."""
+    (tmp_path / "ui.db").touch()
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
         other.listen()
