@@ -25,40 +25,68 @@ def main(argv: list[str]) -> int:
     if not argv or wants_help(argv):
         print_help("simsweep sync", __doc__ or "", _OPTIONS)
         return 0 if argv else 2
+    folders, uri = _arguments(argv)
+    for folder in folders:
+        _check_sweep_folder(folder)
     from search.sweep.finish import publish_folder
 
-    uri = None
-    folders: list[Path] = []
-    it = iter(argv)
-    for arg in it:
-        if arg == "--uri":
-            uri = next(it, None)
-        elif arg.startswith("--uri="):
-            uri = arg.split("=", 1)[1]
-        else:
-            folders.append(Path(arg))
     for folder in folders:
-        if not (folder / "sweep.json").is_file():
-            if _is_study(folder):
-                raise InputError("output_dir", str(folder), "a search folder, not a sweep folder: "
-                                 "rerun its `simsweep search` with search.resume=true to log "
-                                 "its missing trials")
-            inside = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-            studies = [p for p in inside if _is_study(p)]
-            sweeps = [p for p in inside if (p / "sweep.json").is_file()]
-            if studies:
-                raise InputError("output_dir", str(folder), "a search's output folder, not a sweep "
-                                 f"folder: its study folder(s) {_names(studies)} hold the trials; "
-                                 "rerun its `simsweep search` with search.resume=true to log "
-                                 "their missing trials")
-            if sweeps:
-                raise InputError("output_dir", str(folder), "not a sweep folder (no sweep.json); "
-                                 f"the sweep folders inside: {_names(sweeps)}: sync those")
-            raise InputError("output_dir", str(folder), "not a sweep folder (no sweep.json)")
         counts = publish_folder(folder.resolve(), uri)
         print(f"{folder}: {counts['points']} points; logged {counts['children']} child runs "
               f"and {counts['artifacts']} artifacts")
     return 0
+
+
+def _arguments(argv: list[str]) -> tuple[list[Path], str | None]:
+    """(sweep folders, ``--uri`` or None) from ``argv``.
+
+    Raises:
+        InputError: ``--uri`` without its value, an unknown option, or no folder.
+    """
+    uri = None
+    folders: list[Path] = []
+    it = iter(argv)
+    for arg in it:
+        key, eq, value = arg.partition("=")
+        if key == "--uri":
+            uri = value if eq else next(it, None)
+            if not uri or uri.startswith("--"):
+                raise InputError("--uri", uri, "needs a value, e.g. --uri "
+                                 "sqlite:////abs/path/mlflow.db or --uri http://127.0.0.1:5000")
+        elif arg.startswith("-"):
+            raise InputError("option", arg, "unknown; the options are --uri URI and -h")
+        else:
+            folders.append(Path(arg))
+    if not folders:
+        raise InputError("output_dir", None, "needs at least one sweep folder: "
+                         "simsweep sync <output_dir>... [--uri URI]")
+    return folders, uri
+
+
+def _check_sweep_folder(folder: Path) -> None:
+    """Refuse a folder that is not a sweep folder, naming what it is and what to do.
+
+    Raises:
+        InputError: no ``sweep.json`` in ``folder``.
+    """
+    if (folder / "sweep.json").is_file():
+        return
+    if _is_study(folder):
+        raise InputError("output_dir", str(folder), "a search folder, not a sweep folder: "
+                         "rerun its `simsweep search` with search.resume=true to log "
+                         "its missing trials")
+    inside = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    studies = [p for p in inside if _is_study(p)]
+    sweeps = [p for p in inside if (p / "sweep.json").is_file()]
+    if studies:
+        raise InputError("output_dir", str(folder), "a search's output folder, not a sweep "
+                         f"folder: its study folder(s) {_names(studies)} hold the trials; "
+                         "rerun its `simsweep search` with search.resume=true to log "
+                         "their missing trials")
+    if sweeps:
+        raise InputError("output_dir", str(folder), "not a sweep folder (no sweep.json); "
+                         f"the sweep folders inside: {_names(sweeps)}: sync those")
+    raise InputError("output_dir", str(folder), "not a sweep folder (no sweep.json)")
 
 
 def _is_study(folder: Path) -> bool:
