@@ -291,7 +291,8 @@ def publish_folder(out: Path, uri: str | None = None) -> dict[str, int]:
                                description=_description(manifest, text, csv_rows))
     except Exception as err:  # the store failed mid-way: sync is idempotent, a rerun completes it
         raise InputError("tracking.uri", tracker.uri,
-                         f"failed while logging ({type(err).__name__}); {down}") from err
+                         f"failed while logging ({brief_error(err)}); the results stay on "
+                         "disk: run `simsweep sync` again once the store works") from err
     manifest.update(parent_run_id=parent, tracking_synced=True, tracking_uri=tracker.uri)
     write_manifest(out, manifest)
     return {**counts, "points": frame.height}

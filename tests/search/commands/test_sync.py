@@ -47,3 +47,21 @@ def test_every_folder_is_checked_before_any_is_logged(ray_local, plan_for, tmp_p
     assert json.loads((tmp_path / "down" / "sweep.json").read_text())["tracking_synced"] is False
     assert simsweep(["sync", str(tmp_path / "down"), "--uri", uri]) == 0
     assert "logged 2 child runs" in capsys.readouterr().out
+
+
+@pytest.mark.ray
+@pytest.mark.mlflow
+def test_a_store_that_fails_while_logging_is_named_with_its_reason(
+        ray_local, plan_for, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow refuses its file store (a reachable store that fails): the line says why, not
+    that the store is unreachable."""
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    plan = plan_for("parallel.tp=1,2", "sweep.name=down", f"sweep.output_dir={tmp_path / 'down'}",
+                    f"tracking.uri=http://127.0.0.1:{free_port()}", "tracking.request_timeout_s=2")
+    assert not run_sweep(plan, plan.base_cfg).tracking_ok
+    capsys.readouterr()
+    rc = simsweep(["sync", str(tmp_path / "down"), "--uri", (tmp_path / "mlruns").as_uri()])
+    line = one_line_error(rc, capsys.readouterr().err, "failed while logging (MlflowException: ",
+                          "filesystem tracking backend", "run `simsweep sync` again")
+    assert "unreachable" not in line
