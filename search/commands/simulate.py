@@ -20,6 +20,7 @@ from typing import Any
 from search.config.build import build_specs
 from search.config.compose import compose
 from simcore.api import check_structure, interval_columns, simulate_batch, stage_layer_counts
+from simcore.errors import InputError
 from simcore.formats import chrome_trace
 from simcore.specs.parallel import ParallelSpec
 
@@ -67,9 +68,41 @@ def stage_layers_text(model: Hashable, parallel: ParallelSpec) -> str | None:
     return ", ".join(f"{c} x {n}" if n > 1 else str(c) for c, n in runs)
 
 
+def check_trace_path(path: str) -> Path:
+    """``--trace``'s file, checked before the point is simulated (so a typo does not cost the
+    simulation and its printed result).
+
+    Raises:
+        InputError: the path is a folder, or its folder does not exist.
+    """
+    out = Path(path)
+    if out.is_dir():
+        raise InputError("--trace", path, "is a folder; give the timeline's file name, e.g. "
+                         f"{out / 'timeline.json'}")
+    folder = out.parent
+    if not folder.is_dir():
+        raise InputError("--trace", path, f"its folder {folder} does not exist (the timeline "
+                         "is written into an existing folder)")
+    return out
+
+
+def _write_trace(path: Path, timeline: dict[str, Any]) -> None:
+    """Write the timeline.
+
+    Raises:
+        InputError: the file cannot be written (the disk is full, ...).
+    """
+    try:
+        path.write_text(json.dumps(timeline))
+    except OSError as err:
+        raise InputError("--trace", str(path), f"cannot be written ({err.strerror or err}); "
+                         "the printed result is complete") from None
+
+
 def main(argv: list[str]) -> int:
     """Run the command; returns the exit code."""
     args = _parse(argv)
+    trace = check_trace_path(args.trace) if args.trace else None
     cfg = compose(list(args.overrides))
     model, parallel, system = build_specs(cfg)
     fidelity = str(cfg.get("fidelity", "calibrated"))
@@ -80,8 +113,6 @@ def main(argv: list[str]) -> int:
                                 {0.8: calib.interval80_log_halfwidth,
                                  0.95: calib.interval95_log_halfwidth}))
     par, reason = check_structure(model, parallel, system)
-    if args.trace and par is not None:
-        Path(args.trace).write_text(json.dumps(chrome_trace(model, parallel, system, fidelity)))
     if args.json:
         out = {"workload": model.name, "system": system.name, "num_gpus": system.num_gpus,
                **{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}}
@@ -94,8 +125,10 @@ def main(argv: list[str]) -> int:
         print(_format(row, header, layers))
         if not row["feasible"] and par is None:
             print(f"  ({reason})")
-    if args.trace:
-        where = (f"trace: {Path(args.trace).resolve()} (open in https://ui.perfetto.dev or "
+    if trace is not None:  # after the result is printed: a failed write does not lose it
+        if par is not None:
+            _write_trace(trace, chrome_trace(model, parallel, system, fidelity))
+        where = (f"trace: {trace.resolve()} (open in https://ui.perfetto.dev or "
                  "chrome://tracing)" if par is not None else
                  f"trace: not written ({reason})")
         print(where, file=sys.stderr if args.json else sys.stdout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,7 @@ from search.cli import main
 from search.config.build import build_specs
 from search.config.compose import compose
 from simcore.errors import InputError
+from tests.cli_output import one_line_error
 
 
 def test_every_workload_and_parallel_preset_builds() -> None:
@@ -64,3 +66,27 @@ def test_simulate_prints_an_uneven_split(capsys: pytest.CaptureFixture[str],
     lines = [line for line in capsys.readouterr().out.splitlines()
              if line.startswith("  layers per stage")]
     assert lines == ([] if expected is None else [f"  layers per stage    {expected}"])
+
+
+@pytest.mark.parametrize(("where", "needle"), [
+    ("no/such/folder/t.json", "its folder {tmp}/no/such/folder does not exist"),
+    ("", "is a folder; give the timeline's file name, e.g. {tmp}/timeline.json"),
+])
+def test_a_trace_path_that_cannot_be_written_is_refused_before_simulating(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, where: str, needle: str) -> None:
+    path = str(tmp_path / where) if where else str(tmp_path)
+    rc = main(["simulate", "workload=gpt_tiny", f"--trace={path}"])
+    out, err = capsys.readouterr()
+    assert one_line_error(rc, err, f"--trace='{path}'", needle.format(tmp=tmp_path))
+    assert out == ""
+
+
+def test_a_trace_that_fails_to_write_keeps_the_printed_result(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A file the check cannot foresee failing (a full disk: /dev/full): the breakdown is
+    printed before, and the failure is one line naming --trace."""
+    rc = main(["simulate", "workload=gpt_tiny", "parallel.pp=2", "parallel.global_batch=16",
+               "--trace=/dev/full"])
+    out, err = capsys.readouterr()
+    assert one_line_error(rc, err, "--trace='/dev/full': cannot be written")
+    assert "iteration time" in out and "status              fits" in out
