@@ -123,8 +123,6 @@ def main(argv: list[str]) -> int:
                   f"pp={parallel.pp} dp={dp} cp={parallel.cp} ep={parallel.ep} vp={parallel.vp}")
         layers = stage_layers_text(model, par) if par is not None else None
         print(_format(row, header, layers))
-        if not row["feasible"] and par is None:
-            print(f"  ({reason})")
     if trace is not None:  # after the result is printed: a failed write does not lose it
         if par is not None:
             _write_trace(trace, chrome_trace(model, parallel, system, fidelity))

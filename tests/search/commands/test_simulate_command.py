@@ -90,3 +90,10 @@ def test_a_trace_that_fails_to_write_keeps_the_printed_result(
     out, err = capsys.readouterr()
     assert one_line_error(rc, err, "--trace='/dev/full': cannot be written")
     assert "iteration time" in out and "status              fits" in out
+
+
+def test_an_invalid_plan_prints_its_reason_once(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "workload=gpt_tiny", "parallel.tp=3"]) == 0
+    out = capsys.readouterr().out
+    reason = "system.num_gpus=8: must be divisible by tp*pp*cp=3"
+    assert out.count(reason) == 1 and f"status              INFEASIBLE: {reason}" in out
