@@ -180,6 +180,25 @@ def _infeasible(b: int, reason: str, memory_gib: float = float("nan")) -> BatchR
     )
 
 
+def _check_batch(systems: Sequence[SystemSpec]) -> None:
+    """A batch is a non-empty sequence of systems sharing one structure.
+
+    Raises:
+        InputError: one SystemSpec rather than a sequence, an empty one, or mixed structures.
+    """
+    if isinstance(systems, SystemSpec):
+        raise InputError("systems", systems.name, "must be a sequence of SystemSpec (a batch); "
+                         "one system is the batch [system]")
+    if len(systems) == 0:
+        raise InputError("systems", 0, "a batch needs at least one system")
+    # structure_key of each system without re-hashing model and plan per point
+    keys = {(s.num_gpus, s.gpus_per_node, s.pool_structure if s.pools else None)
+            for s in systems}
+    if len(keys) != 1:
+        raise InputError("systems", f"{len(keys)} structures",
+                         "all systems of a batch must share num_gpus, gpus_per_node and pools")
+
+
 def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[SystemSpec],
                    fidelity: str = "calibrated") -> BatchResult:
     """Simulate one training iteration of ``model`` under ``parallel`` on each system.
@@ -199,18 +218,12 @@ def simulate_batch(model: Hashable, parallel: ParallelSpec, systems: Sequence[Sy
         reason (an invalid structure makes every point infeasible).
 
     Raises:
-        InputError: ``systems`` is empty or mixes structures.
+        InputError: ``systems`` is one SystemSpec rather than a sequence, is empty, or mixes
+            structures.
     """
-    if len(systems) == 0:
-        raise InputError("systems", 0, "a batch needs at least one system")
+    _check_batch(systems)
     fid = get_fidelity(fidelity)
     family = family_of(model)
-    # structure_key of each system without re-hashing model and plan per point
-    keys = {(s.num_gpus, s.gpus_per_node, s.pool_structure if s.pools else None)
-            for s in systems}
-    if len(keys) != 1:
-        raise InputError("systems", f"{len(keys)} structures",
-                         "all systems of a batch must share num_gpus, gpus_per_node and pools")
     b = len(systems)
     par, reason = check_structure(model, parallel, systems[0])
     if par is None:

@@ -65,3 +65,9 @@ def test_mixed_structures_are_rejected() -> None:
     assert structure_key(MODEL, PLAN, other) != structure_key(MODEL, PLAN, _system())
     with pytest.raises(InputError, match="systems"):
         simulate_batch(MODEL, PLAN, [_system(), other])
+
+
+def test_one_system_instead_of_a_batch_is_named() -> None:
+    with pytest.raises(InputError, match=r"systems='dgx_a100_80g': must be a sequence of "
+                                         r"SystemSpec \(a batch\); one system is the batch"):
+        simulate_batch(MODEL, PLAN, _system())  # type: ignore[arg-type]
