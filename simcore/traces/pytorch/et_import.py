@@ -7,19 +7,20 @@ offset, numel, elem_bytes, device]``) and ``attrs`` (``rf_id``, ``tid``, ``op_sc
 
 :func:`et_to_chakra` converts it the way the official converter (``chakra_converter PyTorch``,
 reference/astra-sim-and-chakra.md §4.3) treats host ops when no Kineto trace is linked: every
-top-level op of a thread becomes one node, ``COMP_NODE`` with ``is_cpu_op`` true, and every
-c10d collective (at top level, or issued from inside an op such as DDP's gradient hook) a
-``COMM_COLL_NODE`` (``comm_type`` from the op name, ``comm_size`` = bytes of its input tensors,
-``pg_name`` from its process group when recorded) that waits for the op issuing it; the
-backends' own records (``nccl:*``, ``gloo:*``) mirror a c10d op and are dropped; the
-``## process_group:init ##`` op becomes the ``METADATA_NODE`` carrying the process groups
-(``inputs.values``) as ASTRA-sim reads them; data dependencies come from tensor storage ids
-of the op and of the kernels it runs (an op waits for the last op that wrote a storage it
-reads; a module or autograd record has no tensors of its own), control dependencies chain the
-ops of a thread in order; ``num_ops`` (the FLOPs of the op's aten leaves, :mod:`.flops`) and
-``tensor_size`` are added for re-costing. Durations are 0 (the host ET has no kernel times)
-unless the ET was linked with a Kineto trace (:mod:`.kineto_link`): then each compute node
-carries its measured time.
+top-level op of a thread (in the call tree of :mod:`.et_tree`: an op the observer filed under an
+asynchronous collective's record, or under an op that had closed, is its caller's own) becomes
+one node, ``COMP_NODE`` with ``is_cpu_op`` true, and every c10d collective (at top level, or
+issued from inside an op such as DDP's gradient hook) a ``COMM_COLL_NODE`` (``comm_type`` from
+the op name, ``comm_size`` = bytes of its input tensors, ``pg_name`` from its process group when
+recorded) that waits for the op issuing it; the backends' own records (``nccl:*``, ``gloo:*``)
+mirror a c10d op and are dropped; the ``## process_group:init ##`` op becomes the
+``METADATA_NODE`` carrying the process groups (``inputs.values``) as ASTRA-sim reads them; data
+dependencies come from tensor storage ids of the op and of the kernels it runs (an op waits for
+the last op that wrote a storage it reads; a module or autograd record has no tensors of its
+own), control dependencies chain the ops of a thread in order; ``num_ops`` (the FLOPs of the
+op's aten leaves, :mod:`.flops`) and ``tensor_size`` are added for re-costing. Durations are 0
+(the host ET has no kernel times) unless the ET was linked with a Kineto trace
+(:mod:`.kineto_link`): then each compute node carries its measured time.
 
 :func:`et_to_step` reads the same JSON as a :class:`TracedStep` for the traced family: the
 kernel-level aten ops in order (an aten op doing arithmetic, or one without children; phase: under ``autograd::engine::evaluate_function`` -> backward, under
@@ -41,14 +42,13 @@ from simcore.limits import decode_utf8
 from simcore.traces.chakra.build import AttrValue, EtTraceBuilder
 from simcore.traces.chakra.schema import AttrKind, NodeType
 from simcore.traces.chakra.trace import EtTrace
+from simcore.traces.pytorch.et_tree import BACKEND_RECORDS, THREAD_ROOT, callers
 from simcore.traces.pytorch.flops import arithmetic
 from simcore.traces.pytorch.record import NO_KERNEL
 from simcore.traces.pytorch.step import PHASES, TracedOp, TracedParam, TracedStep
 
 __all__ = ["COLLECTIVE_OPS", "et_to_chakra", "et_to_step", "read_pytorch_et"]
 
-_THREAD = "[pytorch|profiler|execution_trace|thread]"
-_PROCESS = "[pytorch|profiler|execution_trace|process]"
 _PG_INIT = "## process_group:init ##"
 
 #: collective op name fragments (c10d dispatcher ops and NCCL record names) -> comm type
@@ -60,8 +60,6 @@ COLLECTIVE_OPS: dict[str, CommType] = {
     "broadcast": CommType.BROADCAST, "barrier": CommType.BARRIER,
     "gather": CommType.GATHER, "scatter": CommType.SCATTER, "reduce": CommType.REDUCE,
 }
-#: records of the communication backends: they mirror a c10d op (its work on the backend)
-_BACKEND_RECORDS = ("nccl:", "gloo:", "mpi:", "ucc:")
 _BYTES_OF = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8,
              "int": 4, "bool": 1}
 
@@ -94,12 +92,14 @@ def _check(data: Any, where: str) -> None:
 
 
 class _Tree:
+    """The ops and their callers (:func:`.et_tree.callers`: the recorded parents, corrected where
+    an asynchronous collective's record misfiled them)."""
+
     def __init__(self, data: dict[str, Any]) -> None:
         self.nodes = {int(n["id"]): n for n in data["nodes"]}
         self.kids: dict[int, list[int]] = {}
-        for i, n in self.nodes.items():
-            if int(n["ctrl_deps"]) != i:
-                self.kids.setdefault(int(n["ctrl_deps"]), []).append(i)
+        for i, caller in callers(data["nodes"]).items():
+            self.kids.setdefault(caller, []).append(i)
         for v in self.kids.values():
             v.sort()
 
@@ -108,7 +108,7 @@ class _Tree:
 
     def top_level(self) -> list[int]:
         """Ops directly under a thread root, in id (call) order."""
-        threads = [i for i, n in self.nodes.items() if n["name"] == _THREAD]
+        threads = [i for i, n in self.nodes.items() if n["name"] == THREAD_ROOT]
         return sorted(k for t in threads for k in self.kids.get(t, []))
 
     def descendants(self, i: int) -> Iterator[int]:
@@ -231,7 +231,7 @@ def et_to_chakra(data: dict[str, Any], rank: int = 0) -> EtTrace:
 
     for i in tree.top_level():
         n = tree.nodes[i]
-        if n["name"].startswith(_BACKEND_RECORDS):
+        if n["name"].startswith(BACKEND_RECORDS):
             continue
         ins = n.get("inputs", {})
         # what the op reads and writes: its own tensors and those of the kernels it runs (a

@@ -33,6 +33,7 @@ from typing import Any
 
 from simcore.errors import InputError
 from simcore.limits import decode_utf8
+from simcore.traces.pytorch.et_tree import callers
 
 __all__ = ["DEVICE_CATEGORIES", "link_kineto", "read_kineto"]
 
@@ -121,9 +122,8 @@ def link_kineto(et: dict[str, Any], kineto: dict[str, Any]) -> dict[str, Any]:
         if owner is not None:
             gpu[owner] = gpu.get(owner, 0.0) + float(events[j]["dur"])
     kids: dict[int, list[int]] = {}
-    for i, n in nodes.items():
-        if int(n["ctrl_deps"]) != i:
-            kids.setdefault(int(n["ctrl_deps"]), []).append(i)
+    for i, caller in callers(out["nodes"]).items():  # the call tree the importer uses
+        kids.setdefault(caller, []).append(i)
 
     def device(i: int) -> float:
         return gpu.get(i, 0.0) + sum(device(k) for k in kids.get(i, []))
