@@ -166,3 +166,14 @@ def test_bad_execution_traces_are_one_clear_line(et_json: Path, tmp_path: Path,
     bad.write_text('{"nodes": [{"id": 1}]}')
     assert cli(["trace", "--import-et", str(bad), "--out", str(tmp_path / "x")]) == 2
     assert "lacks name, ctrl_deps" in capsys.readouterr().err
+
+
+def test_each_recorded_top_level_op_is_one_node(et_json: Path) -> None:
+    """The all-reduce closes before the step goes on, so the observer filed every op under its
+    caller: the conversion has one node per op directly under the thread root (the backend's
+    own record aside) and one per c10d collective, as recorded."""
+    data = read_pytorch_et(et_json)
+    threads = {n["id"] for n in data["nodes"] if n["name"] == "[pytorch|profiler|execution_trace|thread]"}
+    top = {n["id"] for n in data["nodes"] if n["ctrl_deps"] in threads and not n["name"].startswith("gloo:")}
+    collectives = {n["id"] for n in data["nodes"] if n["name"].startswith("c10d::")}
+    assert {int(i) for i in et_to_chakra(data).ids} == top | collectives
