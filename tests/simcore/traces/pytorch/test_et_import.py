@@ -33,7 +33,9 @@ def et_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
     worker after completing the future, so with the default the step could go on before it
     closed; the observer then filed ``copy_bucket_to_grad`` and ``Optimizer.step`` as its
     children (a node it wrote late or not at all) and they were no top-level op (~0.5% of
-    recordings under load). ``Work.wait()`` returns after the record function closed."""
+    recordings under load). ``Work.wait()`` returns after the record function closed, so every
+    op here is filed under its caller (the importer's handling of the late close is tested in
+    test_et_import_async.py)."""
     import torch
     import torch.distributed as dist
     from torch.profiler import ExecutionTraceObserver
