@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -71,10 +73,12 @@ def trials_frame(study: optuna.Study, objectives: Sequence[Objective]) -> pl.Dat
 
 
 def write_table(study: optuna.Study, objectives: Sequence[Objective], path: Path) -> pl.DataFrame:
-    """Write the results table as parquet (atomically: temporary name, then rename)."""
+    """Write the results table as parquet (atomically: a temporary name of this process and
+    thread, then rename: drivers that share a study share its folder, and each rewrites the
+    table of the whole study when it stops)."""
     frame = trials_frame(study, objectives)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
     frame.write_parquet(tmp)
     tmp.replace(path)
     return frame
