@@ -10,6 +10,7 @@ Real Optuna, the real simulator (gpt_tiny), evaluation in the driver.
 from __future__ import annotations
 
 import multiprocessing
+import queue
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,21 @@ def _points(out: Path) -> list[tuple[Any, ...]]:
     return [tuple(sorted(t.params.items())) for t in _trials(out)]
 
 
+def _next_count(asked: Any, drivers: list[Any], timeout_s: float = 300.0) -> int:
+    """The next driver's trial count; fails at once, naming the exit codes, when a driver
+    died without reporting one (rather than waiting out the timeout)."""
+    waited = 0.0
+    while waited < timeout_s:
+        try:
+            return int(asked.get(timeout=1.0))
+        except queue.Empty:
+            waited += 1.0
+        dead = [d.exitcode for d in drivers if d.exitcode not in (None, 0)]
+        if dead and asked.empty():
+            pytest.fail(f"a driver died (exit codes {[d.exitcode for d in drivers]})")
+    pytest.fail(f"no driver reported within {timeout_s:.0f} s")
+
+
 @pytest.mark.parametrize("sampler", ["random", "tpe"])
 def test_two_drivers_joining_an_empty_shared_study_draw_different_points(
         tmp_path: Path, sampler: str) -> None:
@@ -66,7 +82,7 @@ def test_two_drivers_joining_an_empty_shared_study_draw_different_points(
     for driver in drivers:
         driver.start()
     try:
-        counts = [asked.get(timeout=300) for _ in drivers]
+        counts = [_next_count(asked, drivers) for _ in drivers]
     finally:
         for driver in drivers:
             driver.join(timeout=60)
