@@ -56,7 +56,7 @@ RUN: dict[str, str] = {
     "simsweep simulate workload=resnet50 system.num_gpus=8 parallel.global_batch=2048 "
     "parallel.micro_batch=256": "",
     "simsweep simulate workload=dlrm system.num_gpus=16 parallel.ep=16 "
-    "parallel.global_batch=65536": "",
+    "parallel.global_batch=65536 parallel.micro_batch=4096": "",
     "simsweep simulate workload=gnmt system.num_gpus=16 parallel.global_batch=2048 "
     "parallel.micro_batch=128": "",
     "simsweep simulate workload=resnet50 system.num_gpus=64 parallel.global_batch=8192 "
