@@ -102,7 +102,13 @@ def format_finding(frame: pl.DataFrame, axes: list[str], objective: str, directi
 def _finding_part(label: Any, got_raw: Any, top: float, is_best: bool) -> str:
     got = float(got_raw)
     delta = (got - top) / top * 100 if top else 0.0
-    return f"{label}: {got:.4g}" + ("" if is_best else f" ({delta:+.0f}%)")
+    return f"{label}: {got:.4g}" + ("" if is_best else f" ({_percent(delta)})")
+
+
+def _percent(delta: float) -> str:
+    """A relative difference in percent: whole percents from 1% on, two significant digits
+    below (a difference of 0.04% is not shown as +0%)."""
+    return f"{delta:+.0f}%" if abs(delta) >= 1 else f"{delta:+.2g}%"
 
 
 def _finding_ranges(ok: pl.DataFrame, axis: str, pick: pl.Expr, top: float, best_value: Any,

@@ -47,3 +47,15 @@ def test_many_names_show_only_the_best_ones():
     line = text.splitlines()[1]
     assert f"by value, the best {FINDING_VALUES_MAX} of 40" in line
     assert len(line.split(": ", 1)[1].split("; ")) == FINDING_VALUES_MAX
+
+
+def test_a_difference_under_one_percent_is_shown_not_rounded_to_zero():
+    """A value that costs 0.04% more 'matters' (the spread is above the noise floor), so its
+    cost is shown as such, never as +0%."""
+    frame = pl.DataFrame({"bw": [100.0, 200.0], "iteration_time_s": [1.0004, 1.0],
+                          "feasible": [True, True]})
+    line = format_finding(frame, ["bw"], "iteration_time_s", "minimize").splitlines()[1]
+    assert line.startswith("  bw matters;")
+    assert "100.0: 1 (+0.04%)" in line and "+0%" not in line
+    big = frame.with_columns(pl.Series("iteration_time_s", [1.25, 1.0]))
+    assert "100.0: 1.25 (+25%)" in format_finding(big, ["bw"], "iteration_time_s", "minimize")
