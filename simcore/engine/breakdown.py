@@ -18,7 +18,11 @@ over the batch axis. The design points of a batch are hardware variants of one s
 which mostly issue their intervals in the same order: one column's sort order and one
 column's positions of the pieces among the compute intervals are checked on every column
 (exact comparisons) and only the columns / entries where they do not hold are sorted (over
-the window of rows out of order) or searched on their own.
+the window of rows out of order) or searched on their own: a column that misses often by one
+sorted search of the column, a few entries from the neighbouring row, then by binary search.
+The compute intervals of a stage's stream are sorted and disjoint in every column (the
+stream runs in order), which the cover's search and prefix sums rely on; an in-order
+communication stream's running end is its ends, not accumulated.
 """
 
 from __future__ import annotations
@@ -123,6 +127,10 @@ class _Cover:
     before t" is row 0 and needs no mask, and a last row (start +inf) bounding the search.
     """
 
+    #: a column where more than one query in this many misses the shared row is searched on
+    #: its own (one ``searchsorted`` of its sorted queries)
+    OWN_SEARCH_SHARE = 4
+
     def __init__(self, starts: FloatArray, ends: FloatArray) -> None:
         n, b = starts.shape
         padded_starts = np.empty((n + 2, b))
@@ -153,47 +161,96 @@ class _Cover:
         np.subtract(ends[1:], starts[1:-1], out=self.prefix[1:])
         np.cumsum(self.prefix[1:], axis=0, out=self.prefix[1:])
 
-    def rows(self, t: FloatArray) -> tuple[IntArray, IntArray, IntArray]:
-        """Padded row of the last interval starting at or before each of the (m, B) times
-        ``t`` in its column: ((m,) row shared by the columns where it holds; the entries
-        (r, c) where it does not hold, and their own rows), by exact comparisons."""
-        col0 = np.ascontiguousarray(self.starts[1:-1, 0])
-        k = np.searchsorted(col0, t[:, 0], side="right")  # 0 = none (padded row)
-        ok = self.starts.take(k, axis=0) <= t
-        ok &= self.starts.take(k + 1, axis=0) > t
-        r, c = np.nonzero(~ok)
-        if r.size == 0:
-            return k, r, r
-        # the others: a binary search per entry, over the padded column
-        tq = t[r, c]
-        lo = np.zeros(r.size, dtype=np.int64)
-        hi = np.full(r.size, self.n + 1, dtype=np.int64)
-        flat = self.starts.ravel()
-        while True:
-            open_ = hi - lo > 1
-            if not open_.any():
-                break
-            mid = (lo + hi) // 2
-            le = flat.take(mid * self.b + c) <= tq
-            lo = np.where(open_ & le, mid, lo)
-            hi = np.where(open_ & ~le, mid, hi)
-        return k, np.stack([r, c]), lo
-
     def covered(self, t: FloatArray) -> FloatArray:
-        """(m, B) G(t) for (m, B) times ``t``."""
+        """(m, B) G(t) for (m, B) times ``t``: with k the padded row of the last interval
+        starting at or before t in its column, ``prefix[k] - max(end[k] - t, 0)``.
+
+        Column 0's row (one ``searchsorted``) is gathered for every column and checked on
+        every entry by exact comparisons (its start at or before t, the next start after t).
+        A column that misses it often gets every row from a search of its own; the other
+        misses try the neighbouring row on the side the check failed, then a binary search
+        over the rest of their column. Every entry gets the row a search of its column finds.
+        """
         if self.n == 0:
             return np.zeros_like(t)
-        k, rc, own = self.rows(t)
+        col0 = np.ascontiguousarray(self.starts[1:-1, 0])
+        k = np.searchsorted(col0, t[:, 0], side="right")  # 0 = none (padded row)
+        before = np.greater(self.starts.take(k, axis=0), t)  # row k starts after t
+        miss = np.less_equal(self.starts.take(k + 1, axis=0), t)  # so does the next one
+        miss |= before
         inside = self.ends.take(k, axis=0)
         g = self.prefix.take(k, axis=0)
-        if own.size:
-            r, c = rc
-            inside[r, c] = self.ends[own, c]
-            g[r, c] = self.prefix[own, c]
+        if miss.any():
+            self._fix_misses(t, k, before, miss, inside, g)
         inside -= t
         np.maximum(inside, 0.0, out=inside)
         g -= inside
         return g
+
+    def _fix_misses(self, t: FloatArray, k: IntArray, before: NDArray[np.bool_],
+                    miss: NDArray[np.bool_], inside: FloatArray, g: FloatArray) -> None:
+        """Set ``inside`` (end) and ``g`` (prefix) of the entries ``miss`` of (m, B) times
+        ``t`` whose row is not the shared ``k`` (``before``: it lies below k) to their own
+        row's. Only the columns with a miss are scanned for them."""
+        cols = np.flatnonzero(miss.any(axis=0))
+        sub = miss if cols.size == self.b else miss[:, cols]
+        heavy = np.count_nonzero(sub, axis=0) * self.OWN_SEARCH_SHARE > t.shape[0]
+        if heavy.any():
+            alone = cols[heavy]
+            flat = self._search_columns(t, alone) * self.b + alone
+            inside[:, alone] = self.ends.ravel().take(flat)
+            g[:, alone] = self.prefix.ravel().take(flat)
+            if heavy.all():
+                return
+            cols, sub = cols[~heavy], sub[:, ~heavy]
+        r, j = np.nonzero(sub)
+        c = cols[j]
+        own = self._search_near(t[r, c], c, k[r], before[r, c])
+        inside[r, c] = self.ends[own, c]
+        g[r, c] = self.prefix[own, c]
+
+    def _search_columns(self, t: FloatArray, cols: IntArray) -> IntArray:
+        """(m, len(cols)) padded rows of every time of ``t`` (m, B) in the columns ``cols``:
+        one ``searchsorted`` of a column's sorted starts per column."""
+        starts = np.ascontiguousarray(self.starts[1:-1, cols].T)
+        times = np.ascontiguousarray(t[:, cols].T)
+        out = np.empty((cols.size, t.shape[0]), dtype=np.int64)
+        for j in range(cols.size):
+            out[j] = np.searchsorted(starts[j], times[j], side="right")
+        return out.T
+
+    def _search_near(self, tq: FloatArray, c: IntArray, k: IntArray, before: NDArray[np.bool_]
+                     ) -> IntArray:
+        """Padded rows of the times ``tq`` in columns ``c``, whose row is not ``k``: below it
+        where ``before`` (row k starts after t), else above. The neighbouring row first, then
+        a binary search between it and the column's end on that side."""
+        flat = self.starts.ravel()
+        b = self.b
+        near = np.where(before, k - 1, k + 1)
+        hit = flat.take(near * b + c) <= tq
+        hit &= flat.take((near + 1) * b + c) > tq
+        far = np.flatnonzero(~hit)
+        if far.size == 0:
+            return near
+        below = before[far]
+        # the neighbour is on the wrong side: the rest of the column beyond it
+        lo = np.where(below, 0, near[far] + 1)
+        hi = np.where(below, near[far], self.n + 1)
+        near[far] = self._bisect(tq[far], c[far], lo, hi)
+        return near
+
+    def _bisect(self, tq: FloatArray, c: IntArray, lo: IntArray, hi: IntArray) -> IntArray:
+        """Padded rows of the times ``tq`` in columns ``c`` by binary search, given padded rows
+        ``lo`` / ``hi`` with starts[lo] <= t < starts[hi]."""
+        flat = self.starts.ravel()
+        while True:
+            open_ = hi - lo > 1
+            if not open_.any():
+                return lo
+            mid = (lo + hi) // 2
+            le = flat.take(mid * self.b + c) <= tq
+            lo = np.where(open_ & le, mid, lo)
+            hi = np.where(open_ & ~le, mid, hi)
 
 
 def exposed_by_kind(
@@ -242,6 +299,20 @@ def exposed_on_padded(comp_start: FloatArray, comp_end: FloatArray, starts: Floa
     return _exposed_pieces(_Cover.padded(comp_start, comp_end), starts, ends, label, names)[0]
 
 
+def _running_end(e: FloatArray, out: FloatArray) -> FloatArray:
+    """The running maximum of the ends ``e`` (n, B) down the rows: ``e`` itself where the
+    ends never decrease (an in-order stream) and the first is positive, so that no end is a
+    zero whose sign the maximum could pick; else ``np.maximum.accumulate`` into ``out``."""
+    if bool((e[0] > 0.0).all()) and _ascending(e[:, 0]) and _ascending(e):
+        return e
+    return np.maximum.accumulate(e, axis=0, out=out)
+
+
+def _ascending(x: FloatArray) -> bool:
+    """Whether ``x`` never decreases down its rows (in every column); False with a NaN."""
+    return bool((x[1:] >= x[:-1]).all())
+
+
 def _exposed_pieces(cover: _Cover, starts: FloatArray, ends: FloatArray, label: IntArray,
                     names: list[str]) -> tuple[dict[str, FloatArray], FloatArray, FloatArray]:
     """(kind -> (B,) exposed seconds, the pieces' (n, B) lo and hi): the union of the
@@ -251,9 +322,9 @@ def _exposed_pieces(cover: _Cover, starts: FloatArray, ends: FloatArray, label: 
     n, b = s.shape
     t = np.empty((2 * n, b))  # the pieces' (lo, hi), queried on the cover at once
     lo, hi = t[:n], t[n:]
-    np.maximum.accumulate(e, axis=0, out=hi)  # the running end, before hi is set
+    run = _running_end(e, out=hi)  # before hi is set
     lo[0] = s[0]
-    np.maximum(s[1:], hi[:-1], out=lo[1:])
+    np.maximum(s[1:], run[:-1], out=lo[1:])
     np.maximum(lo, e, out=hi)
     g = cover.covered(t)
     covered = np.subtract(g[n:], g[:n], out=g[n:])

@@ -105,8 +105,8 @@ def test_exposed_by_kind_equals_the_per_column_sort(seed: int) -> None:
 
 
 def test_the_fallbacks_are_exercised() -> None:
-    """The random timelines reach every path: columns off the shared order, ties in row
-    order broken differently, and cover entries off the shared rows."""
+    """The random timelines reach the sort's paths: columns off the shared order, ties in
+    row order broken differently (the cover's paths: ``test_breakdown_cover.py``)."""
     rng = np.random.default_rng(4)  # column 0 jittered and rounded: ties in another order
     comp_s, comp_e, comm = _timeline(rng, 64)
     starts = np.vstack([comm["dp"][0], comm["pp"][0]])
@@ -119,11 +119,9 @@ def test_the_fallbacks_are_exercised() -> None:
     np.testing.assert_array_equal(s, np.take_along_axis(starts, order, axis=0))
     np.testing.assert_array_equal(e, np.take_along_axis(ends, order, axis=0))
     np.testing.assert_array_equal(kinds, label[order])
-    _, rc, own = _Cover(comp_s, comp_e).rows(s)
-    assert own.size > 0
-    expect = np.stack([np.searchsorted(comp_s[:, c], s[:, c], side="right")
-                       for c in range(s.shape[1])], axis=1)
-    np.testing.assert_array_equal(own, expect[rc[0], rc[1]])
+    per_column = np.hstack([_previous_cover(comp_s[:, c:c + 1], comp_e[:, c:c + 1], s[:, c:c + 1])
+                            for c in range(s.shape[1])])
+    np.testing.assert_array_equal(_Cover(comp_s, comp_e).covered(s), per_column)
 
 
 def test_one_column_and_empty_kinds() -> None:
