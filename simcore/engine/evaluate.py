@@ -285,8 +285,18 @@ _TILE_MIN_POINTS = 96
 _TILE_MAX_BYTES = 64 * 2**20
 # tiles scheduled at once (a span) while the schedule's workspace stays under this: GPT-3 /
 # Llama ZeRO-3 plans have ~5,000 levels, each one Python call per span (GPT-3 TP8 PP8 ZeRO-3:
-# 47,600 chains, 6 tiles of 94 points per span)
+# 47,600 chains, 6 tiles of 94 points per span). A plan of fewer levels than
+# _SPAN_WIDE_MIN_LEVELS saves less per tile than a wide workspace costs: a sweep's guided
+# batches come in ~20 widths, each a new workspace, and one above glibc's mmap threshold (32 MiB
+# in a worker, search.run.workers.keep_heap) is fresh pages every time. The 112,896-point
+# GPT-3 TP8 PP8 grid in guided batches in one process: ZeRO-1 (163 levels) 1.2 s of system
+# time at 256 MiB, 0.05 s at 16 MiB, and 17% more CPU; ZeRO-2 (1,272 levels) the same rate
+# at either (3,739 / 3,781 points per CPU second) with a peak RSS of 724 / 279 MiB; ZeRO-3
+# (4,946 levels) 3,660 against 2,849 at 16 MiB. Spans of a plan of fewer levels stay under
+# _SPAN_NARROW_BYTES
 _SPAN_MAX_BYTES = 256 * 2**20
+_SPAN_WIDE_MIN_LEVELS = 2000
+_SPAN_NARROW_BYTES = 16 * 2**20
 
 
 def evaluate_times(cw: CompiledWorkload, tdur: FloatArray,
@@ -344,14 +354,18 @@ def _spans(cw: CompiledWorkload, b: int, tile: int) -> list[list[tuple[int, int]
     """The column tiles ``(lo, hi)`` of a batch of ``b`` grouped into spans scheduled at once:
     consecutive tiles of at least ``_DISTINCT_MIN_B`` points (those scheduled on the distinct
     segment rows), as many per span as keep the schedule's workspace (chain starts and segment
-    ends, :meth:`~simcore.engine.schedule.SegmentTable.workspace`) under ``_SPAN_MAX_BYTES``,
+    ends, :meth:`~simcore.engine.schedule.SegmentTable.workspace`) under ``_SPAN_MAX_BYTES``
+    (``_SPAN_NARROW_BYTES`` for a plan of fewer than ``_SPAN_WIDE_MIN_LEVELS`` levels),
     spans of equal tile counts; a narrower tile is a span of its own."""
     tiles = [(lo, min(b, lo + tile)) for lo in range(0, b, tile)]
     if len(tiles) == 1:
         return [tiles]
     table = cw.segment_table
     rows = table.plan.num_chains + table.num_rows + table.multi_src.size
-    most = max(1, _SPAN_MAX_BYTES // (8 * max(rows, 1) * tile))
+    limit = _SPAN_MAX_BYTES
+    if len(table.plan.steps) < _SPAN_WIDE_MIN_LEVELS:
+        limit = min(limit, _SPAN_NARROW_BYTES)
+    most = max(1, limit // (8 * max(rows, 1) * tile))
     spans: list[list[tuple[int, int]]] = []
     run: list[tuple[int, int]] = []
     for t in [*tiles, None]:

@@ -131,3 +131,27 @@ def test_kept_workspaces_stay_within_one_budget_for_the_whole_process(
     before = evaluate_times(cw, tdur, None)  # table 1 rebuilds its workspace
     assert 1 in kept()
     _equal(evaluate_times(cw, tdur, None), before)
+
+
+def test_a_plan_of_few_levels_keeps_its_spans_narrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below ``_SPAN_WIDE_MIN_LEVELS`` levels a span's workspace stays under
+    ``_SPAN_NARROW_BYTES`` (each new batch width is a new workspace, and a wide one costs more
+    in fresh pages than such a plan saves in level calls); from it on, under
+    ``_SPAN_MAX_BYTES``. The numbers are the same either way."""
+    systems = _batch(205)
+    cw = compiled_workload(MODEL, PLANS[0], systems[0])
+    table = cw.segment_table
+    rows = table.plan.num_chains + table.num_rows + table.multi_src.size
+    levels = len(table.plan.steps)
+    monkeypatch.setattr(evaluate, "_SPAN_NARROW_BYTES", 8 * rows * 35 * 2)  # two tiles of 35
+    monkeypatch.setattr(evaluate, "_SPAN_WIDE_MIN_LEVELS", levels + 1)
+    narrow = evaluate._spans(cw, 205, 35)
+    assert [len(s) for s in narrow] == [2, 2, 1, 1]  # 5 wide tiles as equal as they go, then 30
+    monkeypatch.setattr(evaluate, "_SPAN_WIDE_MIN_LEVELS", levels)
+    assert [len(s) for s in evaluate._spans(cw, 205, 35)] == [5, 1]
+    tdur = template_durations(cw, SystemBatch.from_specs(systems), "bf16")
+    monkeypatch.setattr(evaluate, "_TILE_BYTES", 1)
+    monkeypatch.setattr(evaluate, "_TILE_MIN_POINTS", 40)
+    wide = evaluate_times(cw, tdur, None)
+    monkeypatch.setattr(evaluate, "_SPAN_WIDE_MIN_LEVELS", levels + 1)
+    _equal(evaluate_times(cw, tdur, None), wide)
