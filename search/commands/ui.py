@@ -132,6 +132,7 @@ _OPTIONS = [("--host HOST", "address to serve on (default 127.0.0.1)"),
             ("--port PORT", "port (default 5000)"),
             ("--uri URI", "tracking store (default .simsweep/mlflow.db with its artifacts)")]
 
+
 def server_env(env: dict[str, str]) -> dict[str, str]:
     """The MLflow server's environment: ``env`` without third-party deprecation notices
     (:mod:`search.quiet`) and with MLflow's job runner off unless ``env`` sets it. The runner
